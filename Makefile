@@ -1,0 +1,49 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Extra groups installed into the venv; CI (.ci/run) sets EXTRAS=dev,capture,dask,hta.
+EXTRAS ?= dev
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+comma := ,
+TORCH_PIN := torch==2.13.0
+
+.PHONY: all venv demo test lint format bench sample-traces clean
+
+all: test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	@case ",$(EXTRAS)," in *,capture,*) $(BIN)/python -m pip install -q "$(TORCH_PIN)";; esac
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tracescale analyze sample_traces/sim_gpu_strong
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check tracescale tests examples
+	$(BIN)/ruff format --check tracescale tests examples
+	$(BIN)/mypy tracescale
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix tracescale tests examples
+	$(BIN)/ruff format tracescale tests examples
+
+bench: $(STAMP)
+	$(BIN)/python -m tracescale.bench
+
+sample-traces:
+	$(MAKE) EXTRAS=dev,capture venv
+	bash scripts/make_sample_traces.sh $(BIN)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

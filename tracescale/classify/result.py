@@ -1,0 +1,65 @@
+"""What the classify stage hands to scaling and reporting: per-step tables in seconds.
+
+Everything here is compact (one row per rank and step, one row per collective instance), so a
+parent process can hold thousands of ranks of it while the events themselves stay in workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from tracescale.categories import CATEGORIES
+
+#: Columns of :attr:`RunBreakdown.steps` besides the eight category columns (all seconds
+#: unless noted). Category columns sum to ``duration`` for every row.
+STEP_COLUMNS: tuple[str, ...] = (
+    "rank",  # int
+    "step",  # int, the N of ProfilerStep#N (0.. when the trace has no steps)
+    "start",  # seconds since the rank's first event; informational only
+    "duration",  # step window length
+    *CATEGORIES,
+    "overlapped_communication",  # communication kernel time hidden under compute (not in the sum)
+    "communication_wait",  # raw time spent waiting in collectives for late ranks (before cause)
+    "comm_transfer",  # busy time (union) of communication kernels / gloo transfers in the step
+    "overlap_window",  # compute busy time between the step's first comm start and last comm end
+    "serial_compute",  # compute inside replicated regions (Optimizer.step): serial under weak scaling
+)
+
+#: Columns of :attr:`RunBreakdown.collectives`: one row per collective instance per rank.
+COLLECTIVE_COLUMNS: tuple[str, ...] = (
+    "rank",  # int
+    "step",  # int
+    "collective",  # one of categories.COLLECTIVE_TYPES
+    "seq",  # int, order of the instance within the rank (or the trace's Seq)
+    "bytes",  # int, message size per rank (-1 when unknown)
+    "group_size",  # int
+    "start",  # seconds, same clock as steps.start
+    "duration",  # seconds on this rank
+    "transfer",  # shortest duration of this instance over all ranks of the run
+    "wait",  # duration - transfer
+    "exposed",  # part not overlapped by compute
+)
+
+
+@dataclass(frozen=True)
+class RunBreakdown:
+    """One run (one world size, possibly pooled repeats): where each step's time went.
+
+    ``steps`` has :data:`STEP_COLUMNS`; ``collectives`` has :data:`COLLECTIVE_COLUMNS`;
+    ``communication_by_collective`` maps collective type -> mean exposed seconds per step.
+    """
+
+    world_size: int
+    ranks: tuple[int, ...]
+    paths: tuple[str, ...]
+    steps: pd.DataFrame
+    collectives: pd.DataFrame
+    communication_by_collective: dict[str, float] = field(default_factory=dict)
+    kind: str = "gpu"  # "gpu" or "cpu": which resource was treated as critical
+    warnings: tuple[str, ...] = ()
+
+    def mean_breakdown(self) -> dict[str, float]:
+        """Mean seconds per step over ranks and steps, per category (sums to mean duration)."""
+        return {c: float(self.steps[c].mean()) for c in CATEGORIES}
