@@ -1,0 +1,84 @@
+"""One entry point per document kind: ``render(doc, fmt)`` and ``render_compare(doc, fmt)``.
+
+The CLI picks the format from ``--format`` or from ``-o``'s extension via :func:`guess_format`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from tracescale.errors import UsageError
+
+FORMATS: tuple[str, ...] = ("table", "json", "markdown", "html")
+
+_EXTENSIONS: dict[str, str] = {
+    ".json": "json",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "table",
+}
+
+
+def guess_format(path: str | Path | None) -> str | None:
+    """The format an output file's extension asks for, or None when it says nothing."""
+    if path is None:
+        return None
+    return _EXTENSIONS.get(Path(str(path)).suffix.lower())
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null: JSON has no spelling for them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def render_json(doc: dict[str, Any]) -> str:
+    """The document itself, indented, strictly valid JSON."""
+    return json.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _check(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def render(doc: dict[str, Any], fmt: str) -> str:
+    """An analyze (study) document in one of :data:`FORMATS`."""
+    _check(fmt)
+    if fmt == "json":
+        return render_json(doc)
+    if fmt == "markdown":
+        from tracescale.report.markdown import render_markdown
+
+        return render_markdown(doc)
+    if fmt == "html":
+        from tracescale.report.html import render_html
+
+        return render_html(doc)
+    from tracescale.report.table import render_table
+
+    return render_table(doc)
+
+
+def render_compare(doc: dict[str, Any], fmt: str) -> str:
+    """A compare document in one of :data:`FORMATS`."""
+    _check(fmt)
+    if fmt == "json":
+        return render_json(doc)
+    from tracescale.compare import render as crender
+
+    if fmt == "markdown":
+        return crender.compare_markdown(doc)
+    if fmt == "html":
+        return crender.compare_html(doc)
+    return crender.compare_table(doc)

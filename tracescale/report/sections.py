@@ -1,0 +1,334 @@
+"""The study document as format-neutral sections (titled tables and lists of strings).
+
+Table, Markdown and HTML all render these, so every format says the same thing with the same
+numbers. Only selection and formatting happen here; every statistic comes from the document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracescale.categories import CATEGORIES
+from tracescale.report import fmt
+
+
+@dataclass
+class Section:
+    """One titled block: a table (headers + rows), a bullet list (items), or both empty."""
+
+    key: str
+    title: str
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    items: list[str] = field(default_factory=list)
+    note: str = ""
+    left_cols: int = 1  # leading text columns; the rest are numbers, right-aligned
+
+
+@dataclass
+class Block:
+    """One study (or one compare pair): a heading, a few summary lines and its sections."""
+
+    title: str
+    lines: list[str]
+    sections: list[Section]
+
+
+def _d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _l(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def categories_of(study: dict[str, Any]) -> list[str]:
+    """The study's category order (the contract's eight when absent)."""
+    cats = _l(study.get("categories"))
+    return [str(c) for c in cats] if cats else list(CATEGORIES)
+
+
+def runs_of(study: dict[str, Any]) -> list[dict[str, Any]]:
+    """Runs sorted by world size."""
+    runs = [r for r in _l(study.get("runs")) if isinstance(r, dict)]
+    return sorted(runs, key=lambda r: fmt.num(r.get("world_size")) or 0.0)
+
+
+def mean_step(run: dict[str, Any]) -> float | None:
+    """The run's mean step time in seconds."""
+    return fmt.num(_d(run.get("step_time_s")).get("mean"))
+
+
+def share(part: Any, whole: float | None) -> float | None:
+    """part/whole as a fraction for display, None when either is missing."""
+    p = fmt.num(part)
+    if p is None or whole is None or whole <= 0:
+        return None
+    return p / whole
+
+
+def secs_share(part: Any, whole: float | None) -> str:
+    """'12.3 ms (45.0%)'."""
+    s = share(part, whole)
+    return fmt.secs(part) if s is None else f"{fmt.secs(part)} ({fmt.pct(s)})"
+
+
+def header_block(study: dict[str, Any], index: int, total: int) -> tuple[str, list[str]]:
+    """Title and summary lines of one study."""
+    title = f"Study {index + 1} of {total}: " if total > 1 else "Study: "
+    title += str(study.get("path", "?"))
+    lines = []
+    mode = study.get("mode")
+    if mode:
+        reason = study.get("mode_reason")
+        lines.append(f"Scaling mode: {mode}" + (f" ({reason})" if reason else ""))
+    runs = runs_of(study)
+    if runs:
+        sizes = ", ".join(str(r.get("world_size")) for r in runs)
+        lines.append(f"World sizes measured: {sizes}")
+    sc = _d(study.get("scaling"))
+    if "baseline_world_size" in sc:
+        base = f"Baseline: {fmt.gpus(sc.get('baseline_world_size'))}"
+        if sc.get("assumed"):
+            base += " (single run: projections use default assumptions)"
+        lines.append(base)
+    return title, lines
+
+
+def breakdown_section(study: dict[str, Any]) -> Section:
+    """Per category seconds and share of the step, one column per world size."""
+    runs = runs_of(study)
+    sec = Section("breakdown", "Where each step's time goes (per step, mean over ranks)")
+    sec.headers = ["", *[f"N={r.get('world_size')}" for r in runs]]
+    stat = [_d(r.get("step_time_s")) for r in runs]
+    sec.rows.append(["Step time (mean)", *[fmt.secs(s.get("mean")) for s in stat]])
+    sec.rows.append(["Step time (median)", *[fmt.secs(s.get("median")) for s in stat]])
+    sec.rows.append(
+        ["Step time p10–p90", *[f"{fmt.secs(s.get('p10'))}–{fmt.secs(s.get('p90'))}" for s in stat]]
+    )
+    sec.rows.append(["Steps", *[fmt.cell(r.get("steps")) for r in runs]])
+    for c in categories_of(study):
+        vals = [secs_share(_d(r.get("breakdown_s")).get(c), mean_step(r)) for r in runs]
+        sec.rows.append([fmt.label(c), *vals])
+    sec.rows.append(
+        [
+            "Overlapped comm. (hidden)",
+            *[fmt.secs(r.get("overlapped_communication_s")) for r in runs],
+        ]
+    )
+    sec.rows.append(["Comm. wait", *[fmt.secs(r.get("communication_wait_s")) for r in runs]])
+    return sec
+
+
+def collectives_section(study: dict[str, Any]) -> Section | None:
+    """Exposed communication per collective type, when any run reports it."""
+    runs = runs_of(study)
+    kinds: list[str] = []
+    for r in runs:
+        for k in _d(r.get("communication_by_collective_s")):
+            if k not in kinds:
+                kinds.append(k)
+    if not kinds:
+        return None
+    sec = Section("collectives", "Communication by collective (exposed, per step)")
+    sec.headers = ["Collective", *[f"N={r.get('world_size')}" for r in runs]]
+    for k in kinds:
+        sec.rows.append(
+            [
+                fmt.label(k),
+                *[fmt.secs(_d(r.get("communication_by_collective_s")).get(k)) for r in runs],
+            ]
+        )
+    return sec
+
+
+def points_section(study: dict[str, Any]) -> Section:
+    """Speedup, efficiency and Karp–Flatt per measured world size."""
+    sc = _d(study.get("scaling"))
+    points = [p for p in _l(sc.get("points")) if isinstance(p, dict)]
+    weak = any("gustafson_speedup" in p for p in points)
+    steps = {r.get("world_size"): mean_step(r) for r in runs_of(study)}
+    sec = Section("points", "Scaling (measured)")
+    sec.headers = ["N", "Step time", "Speedup", "Efficiency", "Karp–Flatt"]
+    if weak:
+        sec.headers.append("Gustafson")
+    for p in points:
+        n = p.get("world_size")
+        row = [str(n), fmt.secs(steps.get(n)), fmt.times(p.get("speedup"))]
+        row += [fmt.pct(p.get("efficiency")), fmt.fixed(p.get("karp_flatt"))]
+        if weak:
+            row.append(fmt.times(p.get("gustafson_speedup")))
+        sec.rows.append(row)
+    base = sc.get("baseline_world_size")
+    sec.note = f"Speedup over {fmt.gpus(base)}; Karp–Flatt is the measured serial fraction."
+    if str(study.get("mode")) == "weak":
+        sec.note += " Weak scaling: speedup is throughput speedup."
+    return sec
+
+
+def serial_section(study: dict[str, Any]) -> Section:
+    """Serial-fraction contributions by category and the Amdahl ceiling each implies alone."""
+    sc = _d(study.get("scaling"))
+    sf = _d(sc.get("serial_fraction"))
+    by_cat = _d(sf.get("by_category"))
+    sec = Section("serial", "Serial fraction (the part that does not shrink with more GPUs)")
+    sec.headers = ["Category", "Share of T(1)", "Alone caps speedup at"]
+    ordered = sorted(by_cat.items(), key=lambda kv: -(fmt.num(kv[1]) or 0.0))
+    for c, f in ordered:
+        v = fmt.num(f)
+        cap = fmt.times(1.0 / v) if v else "none"
+        sec.rows.append([fmt.label(c), fmt.pct(v), cap])
+    total = fmt.num(sf.get("total"))
+    sec.rows.append(
+        [
+            "Total",
+            f"{fmt.pct(total)} (90% CI {fmt.interval(sf.get('ci90'), fmt.pct)})",
+            fmt.times(sc.get("amdahl_limit")),
+        ]
+    )
+    opt = sc.get("optimal_world_size")
+    if opt is not None:
+        sec.note = f"Step time is lowest at {fmt.gpus(opt)}: beyond it, more GPUs slow each step."
+    else:
+        sec.note = "No optimum world size within the model: step time keeps falling."
+    return sec
+
+
+def models_section(study: dict[str, Any]) -> Section | None:
+    """Per category fitted form, parameters and fit error."""
+    models = _d(_d(study.get("scaling")).get("models"))
+    if not models:
+        return None
+    sec = Section("models", "Per-category models t(N) = a + b/N + o(N)")
+    sec.headers = ["Category", "Form", "Parameters", "Fit error (RMSE)"]
+    sec.left_cols = 3
+    for c, m in models.items():
+        m = _d(m)
+        sec.rows.append([fmt.label(c), fmt.cell(m.get("form")), fmt.params(m.get("params"))])
+        sec.rows[-1].append(fmt.secs(m.get("rmse_s")))
+    return sec
+
+
+def projection_rows(projections: list[Any]) -> list[list[str]]:
+    """Rows of N, step time, interval, speedup, efficiency for projection-shaped dicts."""
+    rows = []
+    for p in projections:
+        if isinstance(p, dict):
+            rows.append(
+                [
+                    str(p.get("world_size")),
+                    fmt.secs(p.get("step_time_s")),
+                    fmt.interval(p.get("ci90")),
+                    fmt.times(p.get("speedup")),
+                    fmt.pct(p.get("efficiency")),
+                ]
+            )
+    return rows
+
+
+PROJ_HEADERS = ["N", "Step time", "90% interval", "Speedup", "Efficiency"]
+
+
+def projections_section(study: dict[str, Any]) -> Section | None:
+    """Projected step time, its interval and speedup at target world sizes."""
+    sc = _d(study.get("scaling"))
+    projs = _l(sc.get("projections"))
+    if not projs:
+        return None
+    sec = Section("projections", "Projections", list(PROJ_HEADERS), projection_rows(projs))
+    if sc.get("assumed"):
+        sec.note = "Assumed: a single run cannot be fitted; default per-category assumptions."
+    return sec
+
+
+def what_if_section(study: dict[str, Any]) -> Section | None:
+    """What-if scenarios: either projection-shaped entries with a label or {label, projections}."""
+    entries = [e for e in _l(_d(study.get("scaling")).get("what_if")) if isinstance(e, dict)]
+    if not entries:
+        return None
+    sec = Section("what_if", "What if", ["Scenario", *PROJ_HEADERS], left_cols=2)
+    for e in entries:
+        name = str(e.get("label", "?"))
+        projs = _l(e.get("projections")) if "projections" in e else [e]
+        sec.rows.extend([name, *row] for row in projection_rows(projs))
+    return sec
+
+
+def stragglers_section(study: dict[str, Any]) -> Section | None:
+    """Slowest and fastest rank of each run against the run mean."""
+    sec = Section("stragglers", "Ranks (stragglers)")
+    sec.headers = ["N", "Mean step", "Slowest rank", "Its step", "vs mean", "Fastest rank"]
+    for r in runs_of(study):
+        ranks = [p for p in _l(r.get("per_rank")) if isinstance(p, dict)]
+        timed = [(fmt.num(p.get("step_time_s")), p.get("rank")) for p in ranks]
+        timed_ok = [(t, k) for t, k in timed if t is not None]
+        if len(timed_ok) < 2:
+            continue
+        slow = max(timed_ok, key=lambda tk: tk[0])
+        fast = min(timed_ok, key=lambda tk: tk[0])
+        m = mean_step(r)
+        over = share(slow[0] - m, m) if m else None
+        row = [str(r.get("world_size")), fmt.secs(m), str(slow[1]), fmt.secs(slow[0])]
+        row += ["+" + fmt.pct(over) if over is not None else fmt.DASH, str(fast[1])]
+        sec.rows.append(row)
+    return sec if sec.rows else None
+
+
+def generic_section(key: str, title: str, value: Any) -> Section | None:
+    """Keys added after this version: a list of dicts becomes a table, a dict key/value rows."""
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        headers: list[str] = []
+        for v in value:
+            headers += [k for k in v if k not in headers]
+        rows = [[fmt.cell(v.get(h)) for h in headers] for v in value]
+        return Section(key, title, headers, rows)
+    if isinstance(value, dict) and value:
+        return Section(key, title, ["", ""], [[str(k), fmt.cell(v)] for k, v in value.items()])
+    if isinstance(value, list) and value:
+        return Section(key, title, items=[fmt.cell(v) for v in value])
+    return None
+
+
+def step_stats_section(study: dict[str, Any]) -> Section | None:
+    """Per run step statistics when the study carries them (key 'step_stats' on runs)."""
+    rows: list[dict[str, Any]] = []
+    for r in runs_of(study):
+        st = r.get("step_stats")
+        if isinstance(st, dict):
+            rows.append({"N": r.get("world_size"), **st})
+    return generic_section("step_stats", "Step statistics", rows)
+
+
+def study_block(study: dict[str, Any], index: int = 0, total: int = 1) -> Block:
+    """Every section of one study, in reading order; absent optional parts are skipped."""
+    title, lines = header_block(study, index, total)
+    sections: list[Section | None] = []
+    findings = [f for f in _l(study.get("findings")) if isinstance(f, dict)]
+    if findings:
+        sections.append(
+            Section("findings", "Findings", items=[str(f.get("text")) for f in findings])
+        )
+    warns = [str(w) for w in _l(study.get("warnings"))]
+    if warns:
+        sections.append(Section("warnings", "Warnings", items=warns))
+    sc = _d(study.get("scaling"))
+    sections += [breakdown_section(study), collectives_section(study), points_section(study)]
+    sections += [serial_section(study), models_section(study)]
+    sections.append(generic_section("overheads", "Overheads that grow with N", sc.get("overheads")))
+    sections += [projections_section(study), what_if_section(study), stragglers_section(study)]
+    sections.append(step_stats_section(study))
+    return Block(title, lines, [s for s in sections if s is not None])
+
+
+def document_blocks(doc: dict[str, Any]) -> list[Block]:
+    """One block per study of an analyze document."""
+    studies = [s for s in _l(doc.get("studies")) if isinstance(s, dict)]
+    return [study_block(s, i, len(studies)) for i, s in enumerate(studies)]
+
+
+def tool_line(doc: dict[str, Any]) -> str:
+    """'tracescale 0.1.0, schema 1'."""
+    tool = _d(doc.get("tool"))
+    name, version = tool.get("name", "tracescale"), tool.get("version", "?")
+    return f"{name} {version}, schema {doc.get('schema_version')}"
