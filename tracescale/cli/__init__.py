@@ -1,0 +1,1 @@
+"""Command-line interface: one module per subcommand, a thin layer over the public API."""

@@ -1,0 +1,82 @@
+"""The ``tracescale`` command group and the one place errors become exit codes.
+
+Subcommands live in their own modules and are registered here. Any :class:`TracescaleError`
+becomes ``tracescale: error: FILE: what is wrong`` on stderr and its exit code; ``--debug``
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from tracescale import __version__
+from tracescale.errors import EXIT_USAGE, TracescaleError
+
+_SUBCOMMANDS = {
+    "inspect": "tracescale.cli.inspect",
+    "analyze": "tracescale.cli.analyze",
+    "report": "tracescale.cli.report",
+    "compare": "tracescale.cli.compare",
+    "simulate": "tracescale.cli.simulate",
+    "sweep": "tracescale.cli.sweep",
+}
+
+EPILOG = """Exit codes: 0 ok; 1 regression found by compare --fail-on-regression;
+2 usage error; 3 invalid trace data; 4 no traces found."""
+
+
+class _LazyGroup(click.Group):
+    """Imports a subcommand's module only when it runs, so `tracescale --help` stays fast."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in _SUBCOMMANDS if self.get_command(ctx, name) is not None)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module_name = _SUBCOMMANDS.get(cmd_name)
+        if module_name is None:
+            return None
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                return None
+            raise
+        command = getattr(module, cmd_name, None)
+        return command if isinstance(command, click.Command) else None
+
+
+@click.group(cls=_LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracescale")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Where each training step's time goes, and how far the job scales.
+
+    Reads PyTorch Profiler (Kineto) traces taken at several GPU counts.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point: run the group, turning expected failures into exit codes."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        return cli.main(args=argv, prog_name="tracescale", standalone_mode=False)
+    except TracescaleError as exc:
+        if debug:
+            raise
+        click.echo(f"tracescale: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("tracescale: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

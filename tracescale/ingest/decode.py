@@ -1,0 +1,308 @@
+"""Bytes on disk -> :class:`RankTrace`: gzip, typed JSON decoding, one vectorized pass.
+
+msgspec decodes straight into small Structs holding only the fields we keep (no dicts, unknown
+keys skipped in C), ``ts``/``dur`` arrive as raw number text for exact ns parsing. Files that
+break the typed schema (wrong types, >64-bit ints, NaN) take a slower lenient path that skips and
+counts the bad events instead of failing the whole file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from typing import Any, Union
+
+import msgspec
+
+from tracescale.errors import InvalidTraceError
+from tracescale.ingest.build import build_trace
+from tracescale.ingest.trace import RankTrace
+
+DEFAULT_MEMORY_BUDGET = 8 * 1024**3  # bytes of decompressed JSON we accept per file
+_CHUNK = 16 * 1024 * 1024
+
+
+class Args(msgspec.Struct, frozen=True):
+    """The event args the analysis needs; everything else is skipped by the decoder."""
+
+    correlation: int = -1
+    stream: int = -1
+    device: int = -1
+    external_id: int = msgspec.field(default=-1, name="External id")
+    external_id_old: int = msgspec.field(default=-1, name="external id")
+    coll_name: str = msgspec.field(default="", name="Collective name")
+    in_nelems: int = msgspec.field(default=-1, name="In msg nelems")
+    out_nelems: int = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: int = msgspec.field(default=-1, name="Group size")
+    dtype: str = ""
+    seq: int = msgspec.field(default=-1, name="Seq")
+    nbytes: int = msgspec.field(default=-1, name="bytes")
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    name: str = ""
+    labels: str = ""
+
+
+_NO_ARGS = Args()
+_NO_RAW = msgspec.Raw(b"")
+
+
+class Event(msgspec.Struct):
+    """One trace event as the typed decoder sees it."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Union[int, str] = 0  # noqa: UP007 - msgspec needs the runtime Union here
+    tid: Union[int, str] = 0  # noqa: UP007
+    ts: msgspec.Raw = _NO_RAW
+    dur: msgspec.Raw = _NO_RAW
+    args: Args = _NO_ARGS
+
+
+class PG(msgspec.Struct):
+    pg_name: str = ""
+    pg_desc: str = ""
+    backend_config: str = ""
+    pg_size: int = -1
+    ranks: list[int] = []
+
+
+class DistInfo(msgspec.Struct):
+    backend: str = ""
+    rank: int = -1
+    world_size: int = -1
+    pg_config: list[PG] = []
+
+
+class Device(msgspec.Struct):
+    name: str = ""
+
+
+class TraceFile(msgspec.Struct):
+    """Top level of a Kineto trace; ``events`` is None when the key is absent."""
+
+    traceEvents: Union[list[Event], None] = None  # noqa: UP007
+    schemaVersion: Union[int, None] = None  # noqa: UP007
+    distributedInfo: Union[DistInfo, None] = None  # noqa: UP007
+    deviceProperties: list[Device] = []
+    baseTimeNanoseconds: Union[int, None] = None  # noqa: UP007
+
+
+_DECODER = msgspec.json.Decoder(Union[TraceFile, list[Event]])  # noqa: UP007
+
+
+def read_bytes(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> bytes:
+    """The file's JSON bytes, gunzipped when it starts with the gzip magic (any file name)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            fh.seek(0)
+            if head != b"\x1f\x8b":
+                size = os.fstat(fh.fileno()).st_size
+                if size > memory_budget:
+                    raise InvalidTraceError(
+                        f"file is {size / 1e9:.1f} GB, over the memory budget of "
+                        f"{memory_budget / 1e9:.1f} GB (raise it with --memory-budget)",
+                        path=path,
+                    )
+                return fh.read()
+            return _gunzip(fh, path, memory_budget)
+    except IsADirectoryError as exc:
+        raise InvalidTraceError("is a directory, not a trace file", path=path) from exc
+    except PermissionError as exc:
+        raise InvalidTraceError("permission denied", path=path) from exc
+    except FileNotFoundError as exc:
+        raise InvalidTraceError("no such file", path=path) from exc
+    except OSError as exc:
+        raise InvalidTraceError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+
+
+def _gunzip(fh: Any, path: str, memory_budget: int) -> bytes:
+    """Inflate in large chunks with zlib, enforcing the budget before memory runs out."""
+    inflater = zlib.decompressobj(wbits=31)
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        chunk = fh.read(_CHUNK)
+        if not chunk:
+            break
+        try:
+            out = inflater.decompress(chunk)
+        except zlib.error as exc:
+            raise InvalidTraceError(f"corrupt gzip data ({exc})", path=path) from exc
+        total += len(out)
+        if total > memory_budget:
+            raise InvalidTraceError(
+                f"decompressed size exceeds the memory budget of {memory_budget / 1e9:.1f} GB "
+                "(raise it with --memory-budget)",
+                path=path,
+            )
+        parts.append(out)
+        if inflater.eof:
+            break
+    if not inflater.eof:
+        raise InvalidTraceError("truncated gzip file (unexpected end of data)", path=path)
+    return b"".join(parts)
+
+
+def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> RankTrace:
+    """Read one Kineto trace file into a :class:`RankTrace`.
+
+    Raises :class:`InvalidTraceError` naming what is wrong with the file.
+    """
+    data = read_bytes(path, memory_budget=memory_budget)
+    size = os.path.getsize(path)
+    if not data.strip():
+        raise InvalidTraceError("empty file", path=path)
+    try:
+        doc = _DECODER.decode(data)
+    except msgspec.ValidationError:
+        return _load_lenient(data, path, size)
+    except msgspec.DecodeError as exc:
+        if b"NaN" in data or b"Infinity" in data:
+            return _load_lenient(data, path, size)
+        raise InvalidTraceError(f"not valid JSON ({_short(exc)})", path=path) from exc
+    if isinstance(doc, list):
+        return build_trace(path, size, events=doc, top=TraceFile())
+    if doc.traceEvents is None:
+        raise InvalidTraceError(
+            "not a Kineto trace: no 'traceEvents' key (memory snapshot or execution trace?)",
+            path=path,
+        )
+    events = doc.traceEvents
+    doc.traceEvents = []
+    return build_trace(path, size, events=events, top=doc)
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:120]
+
+
+class _Num(str):
+    """A JSON number kept as its text so the lenient path stays ns-exact."""
+
+
+def _load_lenient(data: bytes, path: str, size: int) -> RankTrace:
+    """Slow path: Python's json (accepts NaN/Infinity, big ints), then per-event checks."""
+    try:
+        text = data.decode("utf-8", errors="replace")
+        doc = json.loads(text, parse_float=_Num, parse_constant=_Num)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidTraceError(f"not valid JSON ({_short(exc)})", path=path) from exc
+    if isinstance(doc, dict):
+        raw_events = doc.get("traceEvents")
+        if raw_events is None:
+            raise InvalidTraceError(
+                "not a Kineto trace: no 'traceEvents' key (memory snapshot or execution trace?)",
+                path=path,
+            )
+        if not isinstance(raw_events, list):
+            raise InvalidTraceError("'traceEvents' is not a list", path=path)
+        top = _lenient_top(doc)
+    elif isinstance(doc, list):
+        raw_events, top = doc, TraceFile()
+    else:
+        raise InvalidTraceError(
+            "top-level JSON is neither an object with 'traceEvents' nor an array of events",
+            path=path,
+        )
+    events: list[Event] = []
+    bad = 0
+    for raw in raw_events:
+        ev = _lenient_event(raw)
+        if ev is None:
+            bad += 1
+        else:
+            events.append(ev)
+    return build_trace(path, size, events=events, top=top, malformed=bad)
+
+
+def _as_int(value: Any, default: int = -1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return default
+    return value if -(2**63) <= value < 2**63 else default
+
+
+def _raw_number(value: Any) -> msgspec.Raw:
+    if isinstance(value, bool):
+        return _NO_RAW
+    if isinstance(value, int):
+        return msgspec.Raw(str(value).encode())
+    if isinstance(value, _Num):
+        return msgspec.Raw(str.__str__(value).encode())
+    return _NO_RAW
+
+
+def _lenient_event(raw: Any) -> Event | None:
+    if not isinstance(raw, dict):
+        return None
+    args_in = raw.get("args")
+    args = _NO_ARGS
+    if isinstance(args_in, dict):
+        try:
+            args = msgspec.convert(
+                {k: v for k, v in args_in.items() if _arg_ok(k, v)}, Args, from_attributes=False
+            )
+        except (msgspec.ValidationError, TypeError):
+            args = _NO_ARGS
+    pid, tid = raw.get("pid", 0), raw.get("tid", 0)
+    return Event(
+        ph=raw.get("ph") if isinstance(raw.get("ph"), str) else "",
+        cat=raw.get("cat") if isinstance(raw.get("cat"), str) else "",
+        name=raw.get("name") if isinstance(raw.get("name"), str) else "",
+        pid=pid if isinstance(pid, str) else _as_int(pid, 0),
+        tid=tid if isinstance(tid, str) else _as_int(tid, 0),
+        ts=_raw_number(raw.get("ts")),
+        dur=_raw_number(raw.get("dur")),
+        args=args,
+    )
+
+
+_INT_ARGS = {
+    "correlation",
+    "stream",
+    "device",
+    "External id",
+    "external id",
+    "In msg nelems",
+    "Out msg nelems",
+    "Group size",
+    "Seq",
+    "bytes",
+}
+_STR_ARGS = {"Collective name", "dtype", "name", "labels"}
+
+
+def _arg_ok(key: str, value: Any) -> bool:
+    if key in _INT_ARGS:
+        return _as_int(value, default=-(2**64)) != -(2**64)
+    if key in _STR_ARGS:
+        return isinstance(value, str)
+    return False
+
+
+def _lenient_top(doc: dict[str, Any]) -> TraceFile:
+    keep = {
+        k: doc[k]
+        for k in ("schemaVersion", "distributedInfo", "deviceProperties", "baseTimeNanoseconds")
+        if k in doc
+    }
+    try:
+        return msgspec.convert(keep, TraceFile)
+    except msgspec.ValidationError:
+        return TraceFile()
+
+
+def open_text(path: str) -> bytes:
+    """Decompressed bytes of a small file, for sniffing (used by discovery)."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    if head == b"\x1f\x8b":
+        with gzip.open(path, "rb") as gz:
+            return gz.read(4096)
+    with open(path, "rb") as fh:
+        return fh.read(4096)

@@ -1,0 +1,245 @@
+"""Find the runs of a study on disk: which files are which rank of which world size.
+
+Layouts: a single trace file, a run folder (rank files of one run), a study folder whose
+sub-folders are runs, or a parent of several studies. World size comes from ``distributedInfo``,
+else the folder name, else the number of rank files. Only the head of each file is read here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
+from tracescale.ingest.sniff import FileHead, sniff
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+_WS_DIR_RE = re.compile(r"(?:^|[^a-z])(?:ws|gpus?|n|world_size=|nproc)[_=-]?(\d+)(?:$|[^0-9])", re.I)
+_WS_DIR_RE2 = re.compile(r"(?:^|[^0-9])(\d+)[_-]?(?:gpus?|ranks?)(?:$|[^a-z])", re.I)
+_RANK_RE = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
+_SKIP_NAMES = {"truth.json", "tracescale.toml", "study.json"}
+
+
+@dataclass(frozen=True)
+class RankFile:
+    """One trace file and the rank it belongs to."""
+
+    path: str
+    rank: int
+    size: int
+    rank_from: str  # "distributedInfo", "file name", or "order"
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """The rank files of one execution (one folder): collectives match within it."""
+
+    folder: str
+    files: tuple[RankFile, ...]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """All executions of one world size in a study (repeats are pooled)."""
+
+    world_size: int
+    label: str
+    groups: tuple[RunGroup, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for g in self.groups for f in g.files)
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A study: runs at one or more world sizes."""
+
+    path: str
+    runs: tuple[RunSpec, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def _is_candidate(name: str) -> bool:
+    return name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES and not name.startswith(".")
+
+
+def _trace_files(folder: str) -> tuple[list[str], list[str]]:
+    """(trace-looking files directly in ``folder``, sub-folders), sorted, symlink loops skipped."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except PermissionError as exc:
+        raise InvalidTraceError("permission denied", path=folder) from exc
+    files, dirs = [], []
+    for e in entries:
+        try:
+            if e.is_dir():
+                dirs.append(e.path)
+            elif e.is_file() and _is_candidate(e.name):
+                files.append(e.path)
+        except OSError:  # symlink loops and dangling links are not traces
+            continue
+    return files, dirs
+
+
+def discover(path: str) -> list[StudySpec]:
+    """Studies under ``path``; raises NoTracesError when nothing looks like a trace."""
+    try:
+        os.stat(path)
+    except FileNotFoundError as exc:
+        raise NoTracesError("no such file or folder", path=path) from exc
+    except OSError as exc:
+        raise InvalidTraceError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+    if os.path.isfile(path):
+        head = sniff(path, strict=True)
+        run = _make_run([head], path, ws_hint=None, label=os.path.basename(path))
+        return [StudySpec(path=path, runs=(run,))]
+    toml_path = os.path.join(path, "tracescale.toml")
+    if os.path.isfile(toml_path):
+        return [_study_from_toml(path, toml_path)]
+    files, dirs = _trace_files(path)
+    if files:
+        return [_study_from_run_folders(path, [path])]
+    run_dirs = [d for d in dirs if _trace_files(d)[0] or os.path.isfile(os.path.join(d, "tracescale.toml"))]
+    if run_dirs and any(_trace_files(d)[0] for d in run_dirs):
+        return [_study_from_run_folders(path, [d for d in run_dirs if _trace_files(d)[0]])]
+    studies: list[StudySpec] = []
+    for d in dirs:
+        try:
+            studies.extend(discover(d))
+        except NoTracesError:
+            continue
+    if not studies:
+        raise NoTracesError("no trace files found", path=path)
+    return studies
+
+
+def _study_from_run_folders(study: str, folders: list[str]) -> StudySpec:
+    by_ws: dict[int, list[RunSpec]] = {}
+    warnings: list[str] = []
+    for folder in folders:
+        files, _ = _trace_files(folder)
+        heads = []
+        for f in files:
+            head = sniff(f, strict=False)
+            if head.error:
+                warnings.append(f"{f}: skipped: {head.error}")
+                continue
+            heads.append(head)
+        if not heads:
+            continue
+        label = os.path.relpath(folder, study) if folder != study else os.path.basename(folder)
+        run = _make_run(heads, folder, ws_hint=_ws_from_name(os.path.basename(folder)), label=label)
+        by_ws.setdefault(run.world_size, []).append(run)
+    if not by_ws:
+        raise NoTracesError("no Kineto trace files found", path=study)
+    runs = []
+    for ws in sorted(by_ws):
+        parts = by_ws[ws]
+        merged = RunSpec(
+            world_size=ws,
+            label=" + ".join(p.label for p in parts),
+            groups=tuple(g for p in parts for g in p.groups),
+            warnings=tuple(w for p in parts for w in p.warnings)
+            + ((f"{len(parts)} folders with world size {ws} pooled as repeats",) if len(parts) > 1 else ()),
+        )
+        runs.append(merged)
+    return StudySpec(path=study, runs=tuple(runs), warnings=tuple(warnings))
+
+
+def _ws_from_name(name: str) -> int | None:
+    for rx in (_WS_DIR_RE, _WS_DIR_RE2):
+        m = rx.search(name)
+        if m and int(m.group(1)) > 0:
+            return int(m.group(1))
+    return None
+
+
+def _make_run(heads: list[FileHead], folder: str, ws_hint: int | None, label: str) -> RunSpec:
+    """Ranks and world size of the files of one folder, with the consistency checks."""
+    warnings: list[str] = []
+    sizes = {h.world_size for h in heads if h.world_size is not None}
+    if len(sizes) > 1:
+        detail = ", ".join(f"{os.path.basename(h.path)} (world size {h.world_size})" for h in heads)
+        raise InvalidTraceError(f"files of different world sizes in one folder: {detail}", path=folder)
+    world = sizes.pop() if sizes else ws_hint
+    ranked: list[RankFile] = []
+    unknown: list[FileHead] = []
+    for h in heads:
+        if h.rank is not None:
+            ranked.append(RankFile(h.path, h.rank, h.size, "distributedInfo"))
+        elif (m := _RANK_RE.search(os.path.basename(h.path))) is not None:
+            ranked.append(RankFile(h.path, int(m.group(1)), h.size, "file name"))
+        else:
+            unknown.append(h)
+    used = {r.rank for r in ranked}
+    nxt = 0
+    for h in unknown:
+        while nxt in used:
+            nxt += 1
+        ranked.append(RankFile(h.path, nxt, h.size, "order"))
+        warnings.append(f"{h.path}: no rank in distributedInfo or file name; taken as rank {nxt}")
+        used.add(nxt)
+    distinct = sorted({r.rank for r in ranked})
+    if world is None:
+        world = max(len(distinct), max(distinct) + 1 if distinct else 1)
+    for r in ranked:
+        if r.rank >= world:
+            raise InvalidTraceError(
+                f"rank {r.rank} is not below the world size {world}", path=r.path
+            )
+    missing = sorted(set(range(world)) - set(distinct))
+    if missing and len(distinct) < world:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        warnings.append(
+            f"{folder}: {len(distinct)} of {world} ranks present; missing ranks {shown}"
+        )
+    ranked.sort(key=lambda r: (r.rank, r.path))
+    return RunSpec(
+        world_size=world,
+        label=label,
+        groups=(RunGroup(folder=folder, files=tuple(ranked)),),
+        warnings=tuple(warnings),
+    )
+
+
+def _study_from_toml(study: str, toml_path: str) -> StudySpec:
+    try:
+        with open(toml_path, "rb") as fh:
+            conf = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"cannot read tracescale.toml: {exc}", path=toml_path) from exc
+    entries = conf.get("run", [])
+    if not isinstance(entries, list) or not entries:
+        raise UsageError("expected [[run]] tables with world_size and path", path=toml_path)
+    runs: dict[int, list[RunSpec]] = {}
+    for entry in entries:
+        try:
+            ws = int(entry["world_size"])
+            rel = str(entry["path"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError("each [[run]] needs world_size and path", path=toml_path) from exc
+        target = os.path.join(study, rel)
+        files = [target] if os.path.isfile(target) else _trace_files(target)[0]
+        heads = [sniff(f, strict=False) for f in files]
+        heads = [h for h in heads if not h.error]
+        if not heads:
+            raise NoTracesError("no trace files for this [[run]]", path=target)
+        run = _make_run(heads, target, ws_hint=ws, label=str(entry.get("label", rel)))
+        if run.world_size != ws:
+            run = RunSpec(ws, run.label, run.groups, run.warnings)
+        runs.setdefault(ws, []).append(run)
+    out = [
+        RunSpec(ws, " + ".join(r.label for r in rs), tuple(g for r in rs for g in r.groups),
+                tuple(w for r in rs for w in r.warnings))
+        for ws, rs in sorted(runs.items())
+    ]
+    return StudySpec(path=study, runs=tuple(out))

@@ -1,0 +1,152 @@
+"""Training-step windows: ``ProfilerStep#N`` on the main thread, extended to the GPU work it launched.
+
+A step's GPU kernels often run after its host window closes (the host runs ahead). Attributing by
+time window would hand them to the next step, so a step's window ends when the last device event
+launched from it (matched by ``correlation``) ends, and the next step starts no earlier.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracescale.ingest.trace import I64, RankTrace
+
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_HOST_CATS = ("cpu_op", "Operator", "user_annotation", "python_function", "cuda_runtime", "Runtime")
+
+
+@dataclass(frozen=True)
+class StepWindows:
+    """Step windows of one rank, in ns; ``start``/``end`` tile without overlap."""
+
+    numbers: I64
+    host_start: I64
+    host_end: I64
+    start: I64
+    end: I64
+    main_pid: int
+    main_tid: int
+    synthetic: bool
+    warnings: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.numbers.shape[0])
+
+
+def main_thread(trace: RankTrace) -> tuple[int, int]:
+    """The (pid, tid) that drives training: the one with ProfilerStep, else the busiest host one."""
+    ev = trace.events
+    step_ids = [i for i, s in enumerate(trace.strings) if _STEP_RE.match(s)]
+    host = ~ev.is_device
+    if step_ids:
+        mask = host & np.isin(ev.name, np.array(step_ids, dtype=np.int32))
+        if mask.any():
+            pairs, counts = np.unique(
+                np.stack([ev.pid[mask], ev.tid[mask]], axis=1), axis=0, return_counts=True
+            )
+            best = pairs[int(np.argmax(counts))]
+            return int(best[0]), int(best[1])
+    cat_ids = [trace.string_id(c) for c in _HOST_CATS]
+    mask = host & np.isin(ev.cat, np.array([c for c in cat_ids if c >= 0], dtype=np.int32))
+    if not mask.any():
+        mask = host
+    if not mask.any():
+        return -1, -1
+    pairs, inverse = np.unique(
+        np.stack([ev.pid[mask], ev.tid[mask]], axis=1), axis=0, return_inverse=True
+    )
+    busy = np.bincount(inverse.ravel(), weights=ev.dur[mask].astype(np.float64))
+    best = pairs[int(np.argmax(busy))]
+    return int(best[0]), int(best[1])
+
+
+def find_steps(trace: RankTrace) -> StepWindows:
+    """Step windows, or one synthetic window over the traced span when there are no steps."""
+    ev = trace.events
+    pid, tid = main_thread(trace)
+    warnings: list[str] = []
+    on_main = (ev.pid == pid) & (ev.tid == tid) & ~ev.is_device
+    numbers: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    step_names = {i: int(m.group(1)) for i, s in enumerate(trace.strings) if (m := _STEP_RE.match(s))}
+    if step_names:
+        idx = np.flatnonzero(on_main & np.isin(ev.name, np.array(list(step_names), dtype=np.int32)))
+        last_end = None
+        overlapping = 0
+        for i in idx.tolist():  # events are sorted by start
+            s, e = int(ev.start[i]), int(ev.start[i] + ev.dur[i])
+            if last_end is not None and s < last_end:
+                overlapping += 1
+                continue
+            numbers.append(step_names[int(ev.name[i])])
+            starts.append(s)
+            ends.append(e)
+            last_end = e
+        if overlapping:
+            warnings.append(f"{overlapping} overlapping ProfilerStep windows ignored")
+    synthetic = not numbers
+    if synthetic:
+        lo, hi = trace.span_ns
+        warnings.append("no ProfilerStep events: the whole traced span is treated as one step")
+        numbers, starts, ends = [0], [lo], [hi]
+    host_start = np.array(starts, dtype=np.int64)
+    host_end = np.array(ends, dtype=np.int64)
+    gpu_end = _device_end_per_step(trace, host_start, host_end)
+    start = host_start.copy()
+    end = np.maximum(host_end, gpu_end)
+    for k in range(1, len(start)):
+        start[k] = max(start[k], end[k - 1])
+        end[k] = max(end[k], start[k])
+    return StepWindows(
+        numbers=np.array(numbers, dtype=np.int64),
+        host_start=host_start,
+        host_end=host_end,
+        start=start,
+        end=end,
+        main_pid=pid,
+        main_tid=tid,
+        synthetic=synthetic,
+        warnings=tuple(warnings),
+    )
+
+
+def launch_step(trace: RankTrace, host_start: I64, host_end: I64) -> I64:
+    """For every event, the index of the step whose host window launched it (-1 if none).
+
+    Host events: the window containing their start. Device events: the window containing the
+    start of the host call with the same ``correlation`` id, else their own start.
+    """
+    ev = trace.events
+    when = ev.start.copy()
+    dev = ev.is_device & (ev.correlation >= 0)
+    host_corr = ~ev.is_device & (ev.correlation >= 0)
+    if dev.any() and host_corr.any():
+        keys = ev.correlation[host_corr]
+        order = np.argsort(keys, kind="stable")
+        keys_sorted = keys[order]
+        host_starts = ev.start[host_corr][order]
+        dev_idx = np.flatnonzero(dev)
+        pos = np.searchsorted(keys_sorted, ev.correlation[dev_idx])
+        pos_ok = pos < len(keys_sorted)
+        hit = np.zeros(len(dev_idx), dtype=np.bool_)
+        hit[pos_ok] = keys_sorted[pos[pos_ok]] == ev.correlation[dev_idx][pos_ok]
+        when[dev_idx[hit]] = host_starts[pos[hit]]
+    k = np.searchsorted(host_start, when, side="right") - 1
+    inside = (k >= 0) & (when < host_end[np.clip(k, 0, None)])
+    return np.where(inside, k, -1).astype(np.int64)
+
+
+def _device_end_per_step(trace: RankTrace, host_start: I64, host_end: I64) -> I64:
+    ev = trace.events
+    out = host_end.copy()
+    if not ev.is_device.any() or len(host_start) == 0:
+        return out
+    step = launch_step(trace, host_start, host_end)
+    dev = ev.is_device & (step >= 0)
+    if dev.any():
+        np.maximum.at(out, step[dev], ev.start[dev] + ev.dur[dev])
+    return out

@@ -1,0 +1,185 @@
+"""Per-run arrays and their aggregation: step statistics, run-level means, bootstrap weights.
+
+A run is held as a dense ``[rank, step, column]`` array so a bootstrap replicate is just a
+pair of multinomial weight vectors (ranks, steps): no frame is copied per replicate.
+Run-level value = mean over ranks of each rank's mean per step (the issue's definition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.result import RunBreakdown
+from tracescale.scaling.result import RankStats, StepStats
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Columns held per (rank, step): the categories, then extras the models need.
+VALUE_COLS: tuple[str, ...] = (
+    *CATEGORIES,
+    "duration",
+    "overlap_window",
+    "serial_compute",
+    "xfer",  # sum of collective transfer times in the step (from the collectives frame)
+)
+_COL = {c: i for i, c in enumerate(VALUE_COLS)}
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run as dense arrays (missing rank/step pairs masked out)."""
+
+    world_size: int
+    ranks: tuple[int, ...]
+    values: FloatArray  # [R, S, len(VALUE_COLS)]
+    mask: FloatArray  # [R, S], 1.0 where the rank has that step
+    coll_keys: tuple[tuple[str, int, int], ...]  # (collective, bytes, group_size)
+    coll_sum: FloatArray  # [R, S, G] summed transfer seconds
+    coll_cnt: FloatArray  # [R, S, G] instance counts
+
+
+@dataclass(frozen=True)
+class RunAgg:
+    """Run-level means (per step) that the models are fitted to."""
+
+    world_size: int
+    cats: Mapping[str, float]
+    total: float
+    overlap_window: float
+    serial_compute: float
+    xfer: float
+    coll_keys: tuple[tuple[str, int, int], ...]
+    coll_transfer: FloatArray  # [G] mean transfer seconds per instance
+    coll_weight: FloatArray  # [G] number of instances behind the mean
+    coll_per_step: FloatArray  # [G] instances per rank and step
+
+
+def prepare(run: RunBreakdown) -> RunData:
+    """Pivot a RunBreakdown's frames into dense arrays."""
+    df = run.steps
+    ranks = np.unique(df["rank"].to_numpy(dtype=np.int64))
+    steps = np.unique(df["step"].to_numpy(dtype=np.int64))
+    ri = np.searchsorted(ranks, df["rank"].to_numpy(dtype=np.int64))
+    si = np.searchsorted(steps, df["step"].to_numpy(dtype=np.int64))
+    vals = np.zeros((len(ranks), len(steps), len(VALUE_COLS)))
+    mask = np.zeros((len(ranks), len(steps)))
+    mask[ri, si] = 1.0
+    for c in VALUE_COLS[:-1]:
+        if c in df.columns:
+            vals[ri, si, _COL[c]] = df[c].to_numpy(dtype=np.float64)
+    coll = run.collectives
+    keys: list[tuple[str, int, int]] = []
+    csum = np.zeros((len(ranks), len(steps), 0))
+    ccnt = np.zeros_like(csum)
+    if len(coll):
+        cr = coll["rank"].to_numpy(dtype=np.int64)
+        cs = coll["step"].to_numpy(dtype=np.int64)
+        ok = np.isin(cr, ranks) & np.isin(cs, steps)
+        coll = coll.loc[ok]
+        if len(coll):
+            cri = np.searchsorted(ranks, cr[ok])
+            csi = np.searchsorted(steps, cs[ok])
+            grp = pd.MultiIndex.from_arrays(
+                [
+                    coll["collective"].astype(str),
+                    coll["bytes"].astype(np.int64),
+                    coll["group_size"].astype(np.int64),
+                ]
+            )
+            codes, uniq = pd.factorize(grp)
+            keys = [(str(a), int(b), int(g)) for a, b, g in uniq]
+            csum = np.zeros((len(ranks), len(steps), len(keys)))
+            ccnt = np.zeros_like(csum)
+            tr = np.clip(coll["transfer"].to_numpy(dtype=np.float64), 0.0, None)
+            np.add.at(csum, (cri, csi, codes), tr)
+            np.add.at(ccnt, (cri, csi, codes), 1.0)
+            vals[:, :, _COL["xfer"]] = csum.sum(axis=2)
+    return RunData(run.world_size, tuple(int(r) for r in ranks), vals, mask, tuple(keys), csum, ccnt)
+
+
+def aggregate(
+    d: RunData,
+    rank_w: FloatArray | None = None,
+    step_w: FloatArray | None = None,
+    scale: Mapping[str, float] | None = None,
+) -> RunAgg:
+    """Run-level means under bootstrap weights (None = all ones) and what-if scale factors.
+
+    Scaling is applied to the means; since means are linear this equals scaling every step.
+    ``communication`` scales its transfer times too, so the alpha-beta fit follows it.
+    """
+    r = np.ones(d.mask.shape[0]) if rank_w is None else rank_w
+    s = np.ones(d.mask.shape[1]) if step_w is None else step_w
+    ws = d.mask * s[None, :]  # [R, S]
+    den = ws.sum(axis=1)
+    live = den > 0
+    rr = r * live
+    if rr.sum() == 0:  # degenerate resample: fall back to all ranks
+        rr = live.astype(np.float64)
+    safe = np.where(live, den, 1.0)
+    rank_mean = np.einsum("rs,rsc->rc", ws, d.values) / safe[:, None]
+    mean = (rr[:, None] * rank_mean).sum(axis=0) / rr.sum()
+    cnt_rank = np.einsum("rs,rsg->rg", ws, d.coll_cnt) / safe[:, None]
+    per_step = (rr[:, None] * cnt_rank).sum(axis=0) / rr.sum()
+    wrs = rr[:, None] * ws
+    tsum = np.einsum("rs,rsg->g", wrs, d.coll_sum)
+    tcnt = np.einsum("rs,rsg->g", wrs, d.coll_cnt)
+    transfer = np.where(tcnt > 0, tsum / np.where(tcnt > 0, tcnt, 1.0), 0.0)
+    sc = dict(scale or {})
+    cats = {c: float(mean[_COL[c]]) * sc.get(c, 1.0) for c in CATEGORIES}
+    fc = sc.get("communication", 1.0)
+    return RunAgg(
+        world_size=d.world_size,
+        cats=cats,
+        total=float(sum(cats.values())),
+        overlap_window=float(mean[_COL["overlap_window"]]),
+        serial_compute=float(mean[_COL["serial_compute"]]) * sc.get("compute", 1.0),
+        xfer=float(mean[_COL["xfer"]]) * fc,
+        coll_keys=d.coll_keys,
+        coll_transfer=transfer * fc,
+        coll_weight=tcnt,
+        coll_per_step=per_step,
+    )
+
+
+def _q(x: FloatArray, p: float) -> float:
+    return float(np.percentile(x, p)) if len(x) else 0.0
+
+
+def step_stats(d: RunData) -> StepStats:
+    """Step-time statistics: run level (mean over ranks, per step), per rank, slowest rank."""
+    dur = d.values[:, :, _COL["duration"]]
+    m = d.mask > 0
+    per_rank = []
+    for i, rank in enumerate(d.ranks):
+        x = dur[i][m[i]]
+        per_rank.append(
+            RankStats(rank, float(x.mean()), float(np.median(x)), _q(x, 10), _q(x, 90), len(x))
+        )
+    counts = m.sum(axis=0)
+    has = counts > 0
+    level = (np.where(m, dur, 0.0).sum(axis=0)[has] / counts[has]).astype(np.float64)
+    slowest_per_step = np.where(m, dur, -np.inf).max(axis=0)[has]
+    run_mean = float(np.mean([p.mean for p in per_rank]))
+    slow = max(per_rank, key=lambda p: p.mean)
+    std = float(level.std(ddof=1)) if len(level) > 1 else 0.0
+    return StepStats(
+        world_size=d.world_size,
+        n_ranks=len(d.ranks),
+        n_steps=int(has.sum()),
+        mean=run_mean,
+        median=float(np.median(level)),
+        p10=_q(level, 10),
+        p90=_q(level, 90),
+        cv=std / run_mean if run_mean > 0 else 0.0,
+        slowest_rank=slow.rank,
+        slowest_rank_mean=slow.mean,
+        slowest_per_step_mean=float(slowest_per_step.mean()),
+        per_rank=tuple(per_rank),
+    )
