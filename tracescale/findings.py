@@ -176,7 +176,7 @@ def _what_if(study: dict[str, Any]) -> list[tuple[float, Finding]]:
             text = (
                 f"With {e.get('label')}, the speedup at {n} would be {s1:.1f}x instead of {s0:.1f}x"
             )
-            gain = 0.25 * (s1 - s0) / s1
+            gain = 0.2 * (s1 - s0) / s1
             if best is None or gain > best[0]:
                 best = (gain, Finding(text=text, category=None, value=s1))
     return [best] if best else []

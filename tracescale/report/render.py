@@ -75,10 +75,10 @@ def render_compare(doc: dict[str, Any], fmt: str) -> str:
     _check(fmt)
     if fmt == "json":
         return render_json(doc)
-    from tracescale.compare import render as crender
+    from tracescale.compare.render import compare_html, compare_markdown, compare_table
 
     if fmt == "markdown":
-        return crender.compare_markdown(doc)
+        return compare_markdown(doc)
     if fmt == "html":
-        return crender.compare_html(doc)
-    return crender.compare_table(doc)
+        return compare_html(doc)
+    return compare_table(doc)

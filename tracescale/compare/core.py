@@ -1,0 +1,262 @@
+"""Before/after comparison of two analyze documents: matched runs, bootstrap intervals, verdicts.
+
+Pure functions over plain dicts (the JSON contract), so ``compare`` works the same on fresh
+traces and on saved studies. Significance comes from a bootstrap over the per-step times each
+run carries (``step_times_s``): a change counts only when its 90% interval excludes zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tracescale.errors import EXIT_OK, EXIT_REGRESSION, UsageError
+from tracescale.report.fmt import label, num
+
+#: Changes smaller than this (in %) are "unchanged" even when significant: noise floor for CI.
+MIN_CHANGE_PCT = 1.0
+BOOTSTRAP_SAMPLES = 2000
+CONFIDENCE = 0.90
+
+
+def _d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _l(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def _studies(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in _l(doc.get("studies")) if isinstance(s, dict)]
+
+
+def _runs_by_n(study: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    for r in _l(study.get("runs")):
+        n = num(_d(r).get("world_size"))
+        if n is not None:
+            out[int(n)] = r
+    return out
+
+
+def bootstrap_change_pct(
+    before: list[float], after: list[float], *, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES
+) -> tuple[float, float] | None:
+    """90% interval of the change of the mean step time in %, resampling steps on both sides."""
+    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    if b.size < 2 or a.size < 2 or not (np.all(np.isfinite(b)) and np.all(np.isfinite(a))):
+        return None
+    rng = np.random.default_rng(seed)
+    mb = b[rng.integers(0, b.size, size=(samples, b.size))].mean(axis=1)
+    ma = a[rng.integers(0, a.size, size=(samples, a.size))].mean(axis=1)
+    change = (ma / mb - 1.0) * 100.0
+    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
+    lo, hi = np.percentile(change, [tail, 100.0 - tail])
+    return float(lo), float(hi)
+
+
+def _spread_significant(rb: dict[str, Any], ra: dict[str, Any]) -> bool:
+    """Without per-step times: significant when each mean lies outside the other's p10-p90."""
+    sb, sa = _d(rb.get("step_time_s")), _d(ra.get("step_time_s"))
+    mb, ma = num(sb.get("mean")), num(sa.get("mean"))
+    lo_b, hi_b, lo_a, hi_a = (num(s.get(k)) for s in (sb, sa) for k in ("p10", "p90"))
+    if None in (mb, ma, lo_b, hi_b, lo_a, hi_a):
+        return False
+    assert mb is not None and ma is not None
+    assert lo_b is not None and hi_b is not None and lo_a is not None and hi_a is not None
+    return not (lo_b <= ma <= hi_b) and not (lo_a <= mb <= hi_a)
+
+
+def _verdict(change_pct: float | None, significant: bool) -> str:
+    if change_pct is None or not significant or abs(change_pct) < MIN_CHANGE_PCT:
+        return "unchanged"
+    return "regressed" if change_pct > 0 else "improved"
+
+
+def compare_runs(
+    rb: dict[str, Any], ra: dict[str, Any], *, study: int = 0, seed: int = 0
+) -> dict[str, Any]:
+    """One matched world size: step time change, its interval, per-category deltas, verdict."""
+    mb = num(_d(rb.get("step_time_s")).get("mean"))
+    ma = num(_d(ra.get("step_time_s")).get("mean"))
+    change = (ma / mb - 1.0) * 100.0 if mb and ma is not None else None
+    tb = [float(x) for x in _l(rb.get("step_times_s")) if num(x) is not None]
+    ta = [float(x) for x in _l(ra.get("step_times_s")) if num(x) is not None]
+    ci = bootstrap_change_pct(tb, ta, seed=seed)
+    if ci is not None:
+        significant, method = bool(ci[0] > 0 or ci[1] < 0), "bootstrap over steps"
+    else:
+        significant, method = _spread_significant(rb, ra), "p10-p90 overlap (no per-step times)"
+    bb, ba = _d(rb.get("breakdown_s")), _d(ra.get("breakdown_s"))
+    cats = list(dict.fromkeys([*bb, *ba]))
+    delta = {c: (num(ba.get(c)) or 0.0) - (num(bb.get(c)) or 0.0) for c in cats}
+    main = max(delta, key=lambda c: abs(delta[c])) if delta else None
+    return {
+        "study": study,
+        "world_size": ra.get("world_size"),
+        "step_time_s": {
+            "before": mb,
+            "after": ma,
+            "change_pct": change,
+            "ci90": list(ci) if ci is not None else None,
+            "significant": significant,
+            "method": method,
+        },
+        "breakdown_s": {"before": bb, "after": ba},
+        "breakdown_delta_s": delta,
+        "main_change": {"category": main, "delta_s": delta[main]} if main else None,
+        "verdict": _verdict(change, significant),
+    }
+
+
+def _pair_studies(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], warnings: list[str]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Studies paired by identical path when every path matches, else by order (said so)."""
+    if len(before) == 1 and len(after) == 1:
+        return [(before[0], after[0])]
+    paths_b = [s.get("path") for s in before]
+    by_path = {s.get("path"): s for s in after}
+    if len(before) == len(after) and set(paths_b) == set(by_path) and len(by_path) == len(after):
+        warnings.append(f"{len(before)} studies on each side, matched by path")
+        return [(s, by_path[s.get("path")]) for s in before]
+    k = min(len(before), len(after))
+    warnings.append(
+        f"studies matched by order ({len(before)} before, {len(after)} after; "
+        f"{k} compared): "
+        + "; ".join(
+            f"{b.get('path')} vs {a.get('path')}" for b, a in zip(before, after, strict=False)
+        )
+    )
+    return list(zip(before[:k], after[:k], strict=True))
+
+
+def _study_summary(sb: dict[str, Any], sa: dict[str, Any], unmatched: list[Any]) -> dict[str, Any]:
+    """Serial fraction, Amdahl ceiling and projected speedup before and after."""
+    cb, ca = _d(sb.get("scaling")), _d(sa.get("scaling"))
+    pb = {_d(p).get("world_size"): _d(p) for p in _l(cb.get("projections"))}
+    pa = {_d(p).get("world_size"): _d(p) for p in _l(ca.get("projections"))}
+    common = sorted((n for n in pb if n in pa and num(n) is not None), key=lambda n: num(n) or 0.0)
+    return {
+        "before_path": sb.get("path"),
+        "after_path": sa.get("path"),
+        "serial_fraction": {
+            "before": num(_d(cb.get("serial_fraction")).get("total")),
+            "after": num(_d(ca.get("serial_fraction")).get("total")),
+        },
+        "amdahl_limit": {
+            "before": num(cb.get("amdahl_limit")),
+            "after": num(ca.get("amdahl_limit")),
+        },
+        "projected_speedup": [
+            {
+                "world_size": n,
+                "before": num(pb[n].get("speedup")),
+                "after": num(pa[n].get("speedup")),
+            }
+            for n in common
+        ],
+        "unmatched": unmatched,
+    }
+
+
+def _overall(verdicts: list[str]) -> str:
+    """Regressed if any run regressed (CI is conservative), improved if any improved."""
+    if "regressed" in verdicts:
+        return "regressed"
+    return "improved" if "improved" in verdicts else "unchanged"
+
+
+def gate(runs: list[dict[str, Any]], fail_on_regression_pct: float | None) -> dict[str, Any]:
+    """The CI gate: fails when a matched run is significantly slower by more than the threshold."""
+    reasons = []
+    if fail_on_regression_pct is not None:
+        for r in runs:
+            st = _d(r.get("step_time_s"))
+            ch = num(st.get("change_pct"))
+            if st.get("significant") and ch is not None and ch > fail_on_regression_pct:
+                reasons.append(
+                    f"N={r.get('world_size')}: step time {ch:+.1f}% "
+                    f"(more than {fail_on_regression_pct:g}%, significant)"
+                )
+    failed = bool(reasons)
+    return {
+        "fail_on_regression_pct": fail_on_regression_pct,
+        "failed": failed,
+        "exit_code": EXIT_REGRESSION if failed else EXIT_OK,
+        "reasons": reasons,
+    }
+
+
+def gate_exit_code(compare_doc: dict[str, Any], fail_on_regression_pct: float | None) -> int:
+    """Exit status for ``--fail-on-regression PCT``: 1 on a significant slowdown over PCT."""
+    return int(gate(_l(compare_doc.get("runs")), fail_on_regression_pct)["exit_code"])
+
+
+def _headline(r: dict[str, Any]) -> str:
+    st = _d(r["step_time_s"])
+    ch = num(st.get("change_pct"))
+    text = f"N={r['world_size']}: {r['verdict']}"
+    if ch is not None:
+        text += f", step time {ch:+.1f}%"
+    main = _d(r.get("main_change"))
+    if main.get("category") and r["verdict"] != "unchanged":
+        text += f"; biggest change: {label(str(main['category'])).lower()} "
+        text += f"{(num(main.get('delta_s')) or 0.0) * 1e3:+.1f} ms per step"
+    return text
+
+
+def compare_docs(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    *,
+    fail_on_regression_pct: float | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The compare document: runs matched by world size, per-run and overall verdicts, the gate.
+
+    Raises :class:`UsageError` when no world size is common to both sides.
+    """
+    warnings: list[str] = []
+    pairs = _pair_studies(_studies(before), _studies(after), warnings)
+    runs: list[dict[str, Any]] = []
+    studies = []
+    for i, (sb, sa) in enumerate(pairs):
+        nb, na = _runs_by_n(sb), _runs_by_n(sa)
+        unmatched = [{"side": "before", "world_size": n} for n in sorted(set(nb) - set(na))]
+        unmatched += [{"side": "after", "world_size": n} for n in sorted(set(na) - set(nb))]
+        for u in unmatched:
+            warnings.append(f"N={u['world_size']} only measured {u['side']}: not compared")
+        runs += [
+            compare_runs(nb[n], na[n], study=i, seed=seed + n) for n in sorted(set(nb) & set(na))
+        ]
+        studies.append(_study_summary(sb, sa, unmatched))
+    if not runs:
+        sizes = [
+            ", ".join(str(n) for n in sorted(_runs_by_n(s))) or "none"
+            for side in (before, after)
+            for s in _studies(side)[:1]
+        ]
+        raise UsageError(
+            "cannot compare: no world size is measured on both sides "
+            f"(before: {sizes[0] if sizes else 'none'}; after: {sizes[-1] if sizes else 'none'})"
+        )
+    return {
+        "schema_version": 1,
+        "before": before,
+        "after": after,
+        "runs": runs,
+        "studies": studies,
+        "verdict": _overall([r["verdict"] for r in runs]),
+        "summary": [_headline(r) for r in runs],
+        "warnings": warnings,
+        "gate": gate(runs, fail_on_regression_pct),
+        "settings": {
+            "confidence": CONFIDENCE,
+            "bootstrap_samples": BOOTSTRAP_SAMPLES,
+            "seed": seed,
+            "min_change_pct": MIN_CHANGE_PCT,
+        },
+    }

@@ -1,0 +1,118 @@
+"""The compare document in table, Markdown and HTML: the same sections in every format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracescale.report import fmt
+from tracescale.report.sections import Block, Section
+
+
+def _d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _l(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def _ba(pair: Any, f: Any) -> list[str]:
+    p = _d(pair)
+    return [f(p.get("before")), f(p.get("after"))]
+
+
+def verdict_section(doc: dict[str, Any]) -> Section:
+    """Overall verdict, one headline per run, the gate's result."""
+    items = [f"Overall: {doc.get('verdict', '?')}", *[str(s) for s in _l(doc.get("summary"))]]
+    g = _d(doc.get("gate"))
+    if g.get("fail_on_regression_pct") is not None:
+        pct = g.get("fail_on_regression_pct")
+        state = "FAILED" if g.get("failed") else "passed"
+        code = g.get("exit_code")
+        items.append(f"Regression gate (>{pct}% slower, significant): {state}, exit code {code}")
+        items += [str(r) for r in _l(g.get("reasons"))]
+    return Section("verdict", "Verdict", items=items)
+
+
+def step_section(runs: list[dict[str, Any]]) -> Section:
+    """Step time before/after per matched world size with its bootstrap interval."""
+    sec = Section("compare_steps", "Step time (mean per step)")
+    sec.headers = ["N", "Before", "After", "Change", "90% interval", "Significant", "Verdict"]
+    for r in runs:
+        st = _d(r.get("step_time_s"))
+        row = [str(r.get("world_size")), fmt.secs(st.get("before")), fmt.secs(st.get("after"))]
+        row += [fmt.signed_pct(st.get("change_pct")), fmt.interval(st.get("ci90"), fmt.signed_pct)]
+        row += [fmt.cell(bool(st.get("significant"))), str(r.get("verdict"))]
+        sec.rows.append(row)
+    methods = {str(_d(r.get("step_time_s")).get("method")) for r in runs}
+    sec.note = "Interval and significance: " + ", ".join(sorted(methods)) + "."
+    return sec
+
+
+def delta_section(runs: list[dict[str, Any]]) -> Section:
+    """Per category change in seconds per step (after minus before), one column per N."""
+    sec = Section("compare_delta", "Change per category (after − before, per step)")
+    sec.headers = ["Category", *[f"N={r.get('world_size')}" for r in runs]]
+    cats: list[str] = []
+    for r in runs:
+        cats += [c for c in _d(r.get("breakdown_delta_s")) if c not in cats]
+    for c in cats:
+        vals = [fmt.signed_secs(_d(r.get("breakdown_delta_s")).get(c)) for r in runs]
+        sec.rows.append([fmt.label(c), *vals])
+    return sec
+
+
+def scaling_section(study: dict[str, Any]) -> Section:
+    """Serial fraction, Amdahl ceiling and projected speedups before and after."""
+    sec = Section("compare_scaling", "Scaling before and after", ["", "Before", "After"])
+    sec.rows.append(["Serial fraction", *_ba(study.get("serial_fraction"), fmt.pct)])
+    sec.rows.append(["Amdahl ceiling", *_ba(study.get("amdahl_limit"), fmt.times)])
+    for p in _l(study.get("projected_speedup")):
+        p = _d(p)
+        sec.rows.append([f"Projected speedup at N={p.get('world_size')}", *_ba(p, fmt.times)])
+    return sec
+
+
+def compare_blocks(doc: dict[str, Any]) -> list[Block]:
+    """One block per compared study pair; the verdict and warnings go on the first."""
+    runs = [r for r in _l(doc.get("runs")) if isinstance(r, dict)]
+    studies = [s for s in _l(doc.get("studies")) if isinstance(s, dict)] or [{}]
+    blocks = []
+    for i, st in enumerate(studies):
+        mine = [r for r in runs if r.get("study", 0) == i]
+        title = f"Before: {st.get('before_path', '?')}  →  After: {st.get('after_path', '?')}"
+        sections = [verdict_section(doc)] if i == 0 else []
+        warns = [str(w) for w in _l(doc.get("warnings"))]
+        if i == 0 and warns:
+            sections.append(Section("warnings", "Warnings", items=warns))
+        if mine:
+            sections += [step_section(mine), delta_section(mine)]
+        sections.append(scaling_section(st))
+        blocks.append(Block(title, [], sections))
+    return blocks
+
+
+def _header(doc: dict[str, Any]) -> str:
+    return f"tracescale compare, schema {doc.get('schema_version')}"
+
+
+def compare_table(doc: dict[str, Any], width: int = 120) -> str:
+    """The compare document as plain terminal text."""
+    from tracescale.report.table import blocks_renderable, to_string
+
+    return to_string(blocks_renderable(compare_blocks(doc), _header(doc)), width)
+
+
+def compare_markdown(doc: dict[str, Any]) -> str:
+    """The compare document as Markdown."""
+    from tracescale.report.markdown import blocks_md
+
+    return blocks_md(compare_blocks(doc), "tracescale compare", _header(doc))
+
+
+def compare_html(doc: dict[str, Any]) -> str:
+    """The compare document as one self-contained HTML page."""
+    from tracescale.report.html import page
+
+    data = {"runs": doc.get("runs"), "studies": doc.get("studies")}
+    return page("tracescale compare", compare_blocks(doc), data, kind="compare", meta=_header(doc))
