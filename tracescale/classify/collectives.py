@@ -1,0 +1,150 @@
+"""Collective instances of one rank: type, order, message size, time (matched across ranks later).
+
+NCCL kernels often carry no args themselves; the sizes sit on the ``record_param_comms`` op that
+launched them, reachable through the launch's ``External id``. gloo runs each collective on a
+``pt_gloo_runloop`` thread as ``gloo:<op>``; its size comes from ``Input Dims`` x ``Input type``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracescale.categories import COLLECTIVE_TYPES
+from tracescale.classify.timeline import BOOL, I64
+from tracescale.ingest.steps import StepWindows, launch_step
+from tracescale.ingest.trace import RankTrace
+
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f16": 2, "bfloat16": 2,
+    "bf16": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8,
+    "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1, "short": 2, "int16": 2,
+}
+_TYPE_PATTERNS = (
+    ("allreduce", re.compile(r"all_?reduce", re.I)),
+    ("reducescatter", re.compile(r"reduce_?scatter", re.I)),
+    ("allgather", re.compile(r"all_?gather", re.I)),
+    ("alltoall", re.compile(r"all_?to_?all", re.I)),
+    ("broadcast", re.compile(r"broadcast|bcast", re.I)),
+    ("barrier", re.compile(r"barrier", re.I)),
+    ("sendrecv", re.compile(r"send|recv", re.I)),
+)
+
+
+def collective_type(text: str) -> str:
+    """Normalized collective type of a kernel/op name or `Collective name` arg."""
+    for ctype, rx in _TYPE_PATTERNS:
+        if rx.search(text):
+            return ctype
+    return "other"
+
+
+def dtype_bytes(name: str) -> int:
+    """Element size of a dtype spelling (``Float``, ``c10::BFloat16``, ``float``); 4 if unknown."""
+    key = name.lower().split("::")[-1]
+    return _DTYPE_BYTES.get(key, 4)
+
+
+def _gloo_bytes(dims_text: str, types_text: str) -> int:
+    """Bytes of the first tensor list of a gloo/c10d op from its recorded shapes."""
+    try:
+        dims = json.loads(dims_text) if dims_text else []
+        types = json.loads(types_text) if types_text else []
+    except ValueError:
+        return -1
+    total = 0
+    for i, d in enumerate(dims):
+        if isinstance(d, list) and d and all(isinstance(x, int) for x in d):
+            size = dtype_bytes(str(types[i])) if i < len(types) else 4
+            total += int(np.prod(d)) * size
+        elif isinstance(d, list) and d and isinstance(d[0], list):
+            for sub in d:
+                if isinstance(sub, list) and all(isinstance(x, int) for x in sub):
+                    total += int(np.prod(sub)) * 4
+        if total:
+            break
+    return total if total else -1
+
+
+def collective_instances(
+    trace: RankTrace,
+    dev_t: np.ndarray,
+    host_t: np.ndarray,
+    on_comm_thread: BOOL,
+    win: StepWindows,
+    kind: str,
+) -> pd.DataFrame:
+    """One row per collective instance: step, collective, seq, bytes, group_size, start_ns, end_ns."""
+    ev = trace.events
+    strings = trace.strings
+    if kind == "gpu":
+        idx = np.flatnonzero(ev.is_device & (dev_t == 2))
+    else:
+        gloo = trace.string_mask(lambda s: s.startswith("gloo:"))
+        idx = np.flatnonzero(~ev.is_device & on_comm_thread & gloo[ev.name])
+    world = trace.meta.world_size or 1
+    step_of = launch_step(trace, win.host_start, win.host_end)
+    # Sizes from record_param_comms (or the event itself), keyed by External id.
+    by_ext: dict[int, int] = {}
+    rpc = np.flatnonzero(~ev.is_device & (ev.coll_name >= 0) & (ev.external_id >= 0))
+    for i in rpc.tolist():
+        by_ext[int(ev.external_id[i])] = i
+    corr_ext: dict[int, int] = {}
+    launches = np.flatnonzero(~ev.is_device & (ev.correlation >= 0) & (ev.external_id >= 0))
+    if kind == "gpu" and len(idx):
+        wanted = set(ev.correlation[idx].tolist())
+        for i in launches.tolist():
+            c = int(ev.correlation[i])
+            if c in wanted:
+                corr_ext[c] = int(ev.external_id[i])
+    rows = []
+    for order, i in enumerate(idx.tolist()):
+        src = i
+        if ev.coll_name[i] < 0:
+            ext = int(ev.external_id[i])
+            if ext not in by_ext:
+                ext = corr_ext.get(int(ev.correlation[i]), -1)
+            src = by_ext.get(ext, i)
+        cname = strings[ev.coll_name[src]] if ev.coll_name[src] >= 0 else strings[ev.name[i]]
+        ctype = collective_type(cname)
+        nbytes = -1
+        if ev.in_nelems[src] >= 0:
+            dt = strings[ev.dtype[src]] if ev.dtype[src] >= 0 else "float"
+            nbytes = int(ev.in_nelems[src]) * dtype_bytes(dt)
+        elif ev.input_dims[i] >= 0:
+            types = strings[ev.input_type[i]] if ev.input_type[i] >= 0 else ""
+            nbytes = _gloo_bytes(strings[ev.input_dims[i]], types)
+        group = int(ev.group_size[src]) if ev.group_size[src] > 0 else world
+        seq = int(ev.seq[src]) if ev.seq[src] >= 0 else order
+        k = int(step_of[i])
+        step = int(win.numbers[k]) if k >= 0 else -1
+        rows.append((step, ctype, seq, order, nbytes, group, int(ev.start[i]), int(ev.start[i] + ev.dur[i])))
+    cols = ["step", "collective", "seq", "order", "bytes", "group_size", "start_ns", "end_ns"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def type_layers(
+    trace: RankTrace, coll: pd.DataFrame, host_comm: BOOL, lo: int, hi: int
+) -> dict[str, tuple[I64, I64]]:
+    """Intervals per collective type (device instances and host collective calls), clipped."""
+    ev = trace.events
+    out: dict[str, tuple[list[int], list[int]]] = {}
+    for ctype, s, e in zip(coll["collective"], coll["start_ns"], coll["end_ns"]):
+        a, b = out.setdefault(str(ctype), ([], []))
+        a.append(max(int(s), lo))
+        b.append(min(int(e), hi))
+    for i in np.flatnonzero(host_comm).tolist():
+        ctype = collective_type(trace.strings[ev.name[i]])
+        if ctype == "other" and ev.coll_name[i] >= 0:
+            ctype = collective_type(trace.strings[ev.coll_name[i]])
+        a, b = out.setdefault(ctype, ([], []))
+        a.append(max(int(ev.start[i]), lo))
+        b.append(min(int(ev.start[i] + ev.dur[i]), hi))
+    order = {t: n for n, t in enumerate(COLLECTIVE_TYPES)}
+    return {
+        t: (np.array(v[0], dtype=np.int64), np.array(v[1], dtype=np.int64))
+        for t, v in sorted(out.items(), key=lambda kv: order.get(kv[0], 99))
+    }

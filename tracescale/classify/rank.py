@@ -1,0 +1,252 @@
+"""Per-rank attribution: one trace -> a compact per-step result (the map side of map/reduce).
+
+GPU traces: the device (all streams) is the critical resource; when it idles, the main host
+thread says why. CPU-only traces: the main thread is the critical resource. The rules are
+those of issue 4; each one is a layer below, in priority order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.collectives import collective_instances, type_layers
+from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
+from tracescale.classify.timeline import (
+    CAT,
+    BOOL,
+    I64,
+    Segments,
+    coverage,
+    last_at_or_before,
+    merge_runs,
+)
+from tracescale.ingest.steps import StepWindows, find_steps
+from tracescale.ingest.trace import RankTrace
+
+_HOST_T = (*HOST_TARGETS, "compute")
+_OP_CATS = ("cpu_op", "Operator")
+_STEP_PREFIX = "ProfilerStep#"
+_REPLICATED_PREFIX = ("Optimizer.step", "Optimizer.zero_grad")
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """Compact result of one rank: per-step table, collective instances, categorized timeline."""
+
+    path: str
+    rank: int
+    world_size: int | None
+    kind: str  # "gpu" or "cpu"
+    steps: pd.DataFrame  # classify.result.STEP_COLUMNS (communication_wait filled by the run)
+    collectives: pd.DataFrame  # start_ns/end_ns absolute, see collectives.py
+    segments: Segments
+    comm_by_type: dict[str, float]  # exposed seconds summed over steps, per collective type
+    warnings: tuple[str, ...]
+
+
+def _mask_names(trace: RankTrace, pred: object) -> BOOL:
+    table = trace.string_mask(pred)
+    return table[trace.events.name] if table.shape[0] else np.zeros(0, dtype=np.bool_)
+
+
+def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) -> RankResult:
+    """Attribute every instant of every step window of ``trace`` to one category."""
+    ev = trace.events
+    win = find_steps(trace)
+    warnings = list(win.warnings)
+    skipped = trace.meta.skipped
+    for what, count in skipped.items():
+        warnings.append(f"{count} {what} skipped")
+    strings = trace.strings
+    host = ~ev.is_device
+    dev_t = classify_events(rules.device, DEVICE_TARGETS, strings, ev.name, ev.cat)
+    host_t = classify_events(rules.host, _HOST_T, strings, ev.name, ev.cat)
+    dev_t = np.where(ev.is_device, dev_t, -1).astype(np.int8)
+    host_t = np.where(host, host_t, -1).astype(np.int8)
+    lo, hi = int(win.start[0]), int(win.end[-1])
+    inside = (ev.start < hi) & (ev.start + ev.dur > lo)
+    work = ev.is_device & inside & np.isin(dev_t, [0, 1, 2])
+    kind = "gpu" if work.any() else "cpu"
+
+    is_step = _mask_names(trace, lambda s: s.startswith(_STEP_PREFIX))
+    main = host & (ev.pid == win.main_pid) & (ev.tid == win.main_tid) & ~is_step
+    gloo_threads = _comm_threads(trace)
+    on_comm_thread = np.isin(ev.tid, np.array(sorted(gloo_threads), dtype=np.int64)) & host
+    cat_is_op = np.isin(ev.cat, np.array([trace.string_id(c) for c in _OP_CATS], dtype=np.int32))
+
+    layers: dict[str, tuple[I64, I64]] = {}
+
+    def add(name: str, mask: BOOL) -> None:
+        m = mask & inside
+        layers[name] = (np.maximum(ev.start[m], lo), np.minimum(ev.start[m] + ev.dur[m], hi))
+
+    add("dl", main & (host_t == 0))
+    add("sync", main & (host_t == 1))
+    add("red", main & (host_t == 2))
+    add("hcomm", main & (host_t == 3))
+    if kind == "gpu":
+        add("compute", ev.is_device & (dev_t == 0))
+        add("memcpy", ev.is_device & (dev_t == 1))
+        add("comm", ev.is_device & (dev_t == 2))
+        add("anyop", host & (ev.pid == win.main_pid) & ~on_comm_thread & ~is_step)
+        replicated = _replicated_device(trace, main, dev_t)
+        add("replicated", ev.is_device & (dev_t == 0) & replicated)
+    else:
+        add("anyop", main & cat_is_op)
+        add("comm", host & on_comm_thread)
+        replicated_host = _inside_annotation(trace, main, _REPLICATED_PREFIX)
+        add("replicated", main & cat_is_op & replicated_host)
+    coll = collective_instances(trace, dev_t, host_t, on_comm_thread, win, kind)
+    tl = type_layers(trace, coll, main & (host_t == 3), lo, hi)
+
+    pts = [win.start, win.end] + [a for s, e in layers.values() for a in (s, e)]
+    pts += [a for s, e in tl.values() for a in (s, e)]
+    points = np.unique(np.concatenate(pts))
+    cov = {k: coverage(points, s, e) for k, (s, e) in layers.items()}
+    seg_s, seg_e = points[:-1], points[1:]
+    if kind == "gpu":
+        dev_starts = np.sort(np.concatenate([layers[k][0] for k in ("compute", "memcpy", "comm")]))
+        sync_ends = np.sort(layers["sync"][1])
+        post_sync = last_at_or_before(sync_ends, seg_s) >= last_at_or_before(dev_starts, seg_s)
+        post_sync &= last_at_or_before(sync_ends, seg_s) > np.iinfo(np.int64).min
+        conds = [cov["compute"], cov["memcpy"], cov["comm"], cov["dl"], cov["sync"], cov["red"],
+                 cov["hcomm"], post_sync, cov["anyop"]]
+        cats = ["compute", "memcpy", "communication", "dataloader", "sync", "reduction",
+                "communication", "sync", "host"]
+        default = "idle"
+    else:
+        # Untraced gaps on the main thread are Python the profiler does not record: `host`.
+        # While a gloo collective runs on its own thread, such a gap is the wait for it.
+        conds = [cov["dl"], cov["sync"], cov["red"], cov["hcomm"], cov["anyop"], cov["comm"]]
+        cats = ["dataloader", "sync", "reduction", "communication", "compute", "communication"]
+        default = "host"
+    seg_cat = np.select(conds, [np.int8(CAT[c]) for c in cats], default=np.int8(CAT[default]))
+    seg_cat = seg_cat.astype(np.int8)
+    step_idx = np.searchsorted(win.start, seg_s, side="right") - 1
+    in_step = (step_idx >= 0) & (seg_s < win.end[np.clip(step_idx, 0, None)])
+    length = (seg_e - seg_s).astype(np.float64) / 1e9
+    rank_id = rank if rank is not None else (trace.meta.rank if trace.meta.rank is not None else 0)
+    steps = _step_table(win, seg_s, seg_e, seg_cat, step_idx, in_step, length, cov, kind, rank_id)
+    segs = merge_runs(seg_s[in_step], seg_e[in_step], seg_cat[in_step])
+    comm_by_type: dict[str, float] = {}
+    comm_seg = in_step & (seg_cat == CAT["communication"])
+    claimed = np.zeros(seg_s.shape[0], dtype=np.bool_)
+    for ctype, (s, e) in tl.items():
+        c = coverage(points, s, e) & comm_seg & ~claimed
+        claimed |= c
+        if c.any():
+            comm_by_type[ctype] = float(length[c].sum())
+    rest = comm_seg & ~claimed
+    if rest.any():
+        comm_by_type["other"] = comm_by_type.get("other", 0.0) + float(length[rest].sum())
+    coll = _exposed(coll, segs)
+    coll.insert(0, "rank", rank_id)
+    return RankResult(
+        path=trace.meta.path,
+        rank=rank_id,
+        world_size=trace.meta.world_size,
+        kind=kind,
+        steps=steps,
+        collectives=coll,
+        segments=segs,
+        comm_by_type=comm_by_type,
+        warnings=tuple(warnings),
+    )
+
+
+def _step_table(
+    win: StepWindows,
+    seg_s: I64,
+    seg_e: I64,
+    seg_cat: np.ndarray,
+    step_idx: I64,
+    in_step: BOOL,
+    length: np.ndarray,
+    cov: dict[str, BOOL],
+    kind: str,
+    rank: int,
+) -> pd.DataFrame:
+    n = len(win)
+    k = step_idx[in_step]
+    w = length[in_step]
+    table = np.zeros((n, len(CATEGORIES)), dtype=np.float64)
+    np.add.at(table, (k, seg_cat[in_step].astype(np.int64)), w)
+    comm = cov["comm"][in_step]
+    compute_cov = cov["compute"][in_step] if kind == "gpu" else cov["anyop"][in_step]
+    overlapped = np.bincount(k[comm & compute_cov], weights=w[comm & compute_cov], minlength=n)
+    transfer = np.bincount(k[comm], weights=w[comm], minlength=n)
+    rep = cov["replicated"][in_step] & (seg_cat[in_step] == CAT["compute"])
+    serial_compute = np.bincount(k[rep], weights=w[rep], minlength=n)
+    window = np.zeros(n, dtype=np.float64)
+    s_in, e_in = seg_s[in_step], seg_e[in_step]
+    for j in range(n):
+        sel = (k == j) & comm
+        if not sel.any():
+            continue
+        a, b = s_in[sel].min(), e_in[sel].max()
+        span = (k == j) & compute_cov & (s_in >= a) & (e_in <= b)
+        window[j] = w[span].sum()
+    origin = int(win.start[0])
+    data = {
+        "rank": np.full(n, rank, dtype=np.int64),
+        "step": win.numbers,
+        "start": (win.start - origin) / 1e9,
+        "duration": (win.end - win.start) / 1e9,
+    }
+    for i, c in enumerate(CATEGORIES):
+        data[c] = table[:, i]
+    data["overlapped_communication"] = overlapped
+    data["communication_wait"] = np.zeros(n)
+    data["comm_transfer"] = transfer
+    data["overlap_window"] = window
+    data["serial_compute"] = serial_compute
+    df = pd.DataFrame(data)
+    df.attrs["origin_ns"] = origin
+    return df
+
+
+def _comm_threads(trace: RankTrace) -> set[int]:
+    """Threads that run collectives for the main thread (gloo's pt_gloo_runloop)."""
+    ev = trace.events
+    gloo = _mask_names(trace, lambda s: s.startswith("gloo:")) & ~ev.is_device
+    named = {tid for (pid, tid), name in trace.meta.thread_names.items() if "gloo" in name}
+    return set(np.unique(ev.tid[gloo]).tolist()) | named
+
+
+def _inside_annotation(trace: RankTrace, main: BOOL, prefixes: tuple[str, ...]) -> BOOL:
+    """Events (by start) inside a main-thread annotation whose name starts with a prefix."""
+    ev = trace.events
+    ann = main & _mask_names(trace, lambda s: s.startswith(prefixes))
+    if not ann.any():
+        return np.zeros(len(ev), dtype=np.bool_)
+    s, e = ev.start[ann], ev.start[ann] + ev.dur[ann]
+    pos = np.searchsorted(s, ev.start, side="right") - 1
+    ok = pos >= 0
+    out = np.zeros(len(ev), dtype=np.bool_)
+    out[ok] = ev.start[ok] < e[pos[ok]]
+    return out
+
+
+def _replicated_device(trace: RankTrace, main: BOOL, dev_t: np.ndarray) -> BOOL:
+    """Device events launched from inside Optimizer.* annotations (same work on every rank)."""
+    ev = trace.events
+    host_in = _inside_annotation(trace, main, _REPLICATED_PREFIX)
+    launches = ~ev.is_device & (ev.correlation >= 0) & host_in
+    if not launches.any():
+        return np.zeros(len(ev), dtype=np.bool_)
+    return ev.is_device & np.isin(ev.correlation, ev.correlation[launches])
+
+
+def _exposed(coll: pd.DataFrame, segs: Segments) -> pd.DataFrame:
+    """Seconds of each instance during which the rank's timeline says `communication`."""
+    comm = CAT["communication"]
+    exposed = [
+        float(segs.time_in(int(s), int(e))[comm]) for s, e in zip(coll["start_ns"], coll["end_ns"])
+    ]
+    coll = coll.copy()
+    coll["exposed"] = exposed
+    return coll

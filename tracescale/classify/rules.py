@@ -1,0 +1,120 @@
+"""Name rules as data: which events are data loading, syncs, reductions, collectives, kernels.
+
+Rules are matched once per distinct string in a trace's string table, never per event, so
+a million events cost as much as their few thousand distinct names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import numpy.typing as npt
+
+from tracescale.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+HOST_TARGETS = ("dataloader", "sync", "reduction", "communication")
+DEVICE_TARGETS = ("compute", "memcpy", "communication", "wait", "ignore")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Regex on the event name, optional exact category, target state."""
+
+    pattern: re.Pattern[str]
+    cat: str | None
+    target: str
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Host rules and device rules, user rules first; ``digest`` keys the cache."""
+
+    host: tuple[Rule, ...]
+    device: tuple[Rule, ...]
+    digest: str
+
+
+def _parse(text: str, origin: str) -> tuple[list[Rule], list[Rule]]:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"invalid rules TOML: {exc}", path=origin) from exc
+    out: dict[str, list[Rule]] = {"host": [], "device": []}
+    for section, allowed in (("host", HOST_TARGETS), ("device", DEVICE_TARGETS)):
+        entries = doc.get(section, [])
+        if not isinstance(entries, list):
+            raise UsageError(f"[[{section}]] must be an array of tables", path=origin)
+        for entry in entries:
+            if not isinstance(entry, dict) or "pattern" not in entry or "target" not in entry:
+                raise UsageError(f"each [[{section}]] needs pattern and target", path=origin)
+            target = str(entry["target"])
+            if section == "host" and target not in allowed + ("compute",):
+                raise UsageError(
+                    f"unknown host target {target!r} (one of {', '.join(allowed)})", path=origin
+                )
+            if section == "device" and target not in allowed:
+                raise UsageError(
+                    f"unknown device target {target!r} (one of {', '.join(allowed)})", path=origin
+                )
+            try:
+                rx = re.compile(str(entry["pattern"]))
+            except re.error as exc:
+                raise UsageError(f"bad regex {entry['pattern']!r}: {exc}", path=origin) from exc
+            cat = entry.get("cat")
+            out[section].append(Rule(rx, str(cat) if cat is not None else None, target))
+    return out["host"], out["device"]
+
+
+def load_rules(user_file: str | None = None) -> RuleSet:
+    """Defaults from the package, with the user's rules (if any) in front."""
+    default_text = resources.files("tracescale.classify").joinpath("default_rules.toml").read_text()
+    host, device = _parse(default_text, "default_rules.toml")
+    digest = hashlib.sha256(default_text.encode())
+    if user_file:
+        try:
+            with open(user_file, encoding="utf-8") as fh:
+                user_text = fh.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read rules file: {exc.strerror or exc}", path=user_file) from exc
+        uh, ud = _parse(user_text, user_file)
+        host, device = uh + host, ud + device
+        digest.update(user_text.encode())
+    return RuleSet(tuple(host), tuple(device), digest.hexdigest()[:16])
+
+
+def classify_events(
+    rules: tuple[Rule, ...],
+    targets: tuple[str, ...],
+    strings: tuple[str, ...],
+    name: npt.NDArray[np.int32],
+    cat: npt.NDArray[np.int32],
+) -> npt.NDArray[np.int8]:
+    """Target index per event (-1 when no rule matches), first matching rule wins.
+
+    Work is per distinct (cat, name) pair, so it stays cheap on huge traces.
+    """
+    out = np.full(name.shape[0], -1, dtype=np.int8)
+    if name.shape[0] == 0:
+        return out
+    pairs, inverse = np.unique(np.stack([cat, name], axis=1), axis=0, return_inverse=True)
+    result = np.full(len(pairs), -1, dtype=np.int8)
+    for j, (c, n) in enumerate(pairs.tolist()):
+        cat_s = strings[c] if c >= 0 else ""
+        name_s = strings[n] if n >= 0 else ""
+        for r in rules:
+            if r.cat is not None and r.cat != cat_s:
+                continue
+            if r.pattern.search(name_s):
+                result[j] = targets.index(r.target) if r.target in targets else -1
+                break
+    return result[inverse.ravel()]

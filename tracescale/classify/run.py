@@ -1,0 +1,177 @@
+"""Cross-rank steps (the reduce side): match collectives, split transfer from wait, name the cause.
+
+Works only on the compact per-rank results, never on events, so the parent of a 1,000-rank
+analysis holds tables, not traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.rank import RankResult
+from tracescale.classify.result import COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
+from tracescale.classify.timeline import CAT
+
+_COMM = CAT["communication"]
+_ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, assume skew
+
+
+def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], list[str]]:
+    """Join the ranks' instances on (collective, seq); returns rows with transfer/wait and offsets."""
+    warnings: list[str] = []
+    frames = [r.collectives for r in ranks if len(r.collectives)]
+    if not frames:
+        return pd.DataFrame(columns=[*COLLECTIVE_COLUMNS, "start_ns", "end_ns"]), {}, warnings
+    coll = pd.concat(frames, ignore_index=True)
+    counts = coll.groupby("rank").size()
+    if counts.nunique() > 1:
+        warnings.append(
+            "ranks recorded different numbers of collectives "
+            f"({counts.min()}-{counts.max()}); unmatched instances have no wait split"
+        )
+    key = ["collective", "seq"]
+    # Clock offsets: collectives end together on all ranks, so align each rank on the median
+    # difference of its instance ends to the first rank's (only when clearly skewed).
+    ref_rank = int(coll["rank"].min())
+    ref = coll[coll["rank"] == ref_rank].set_index(key)["end_ns"]
+    offsets: dict[int, int] = {}
+    for rank, grp in coll.groupby("rank"):
+        joined = grp.set_index(key)["end_ns"].to_frame().join(ref.rename("ref"), how="inner")
+        off = int(np.median(joined["end_ns"] - joined["ref"])) if len(joined) else 0
+        offsets[int(rank)] = off if abs(off) > _ALIGN_THRESHOLD_NS else 0
+    if any(offsets.values()):
+        warnings.append("rank clocks differ; aligned on collective ends (they finish together)")
+    coll["astart"] = coll["start_ns"] - coll["rank"].map(offsets)
+    coll["duration"] = (coll["end_ns"] - coll["start_ns"]) / 1e9
+    grp = coll.groupby(key)
+    coll["transfer"] = grp["duration"].transform("min")
+    coll["late_rank"] = coll.loc[grp["astart"].idxmax(), ["collective", "seq", "rank"]].set_index(
+        key
+    )["rank"].reindex(pd.MultiIndex.from_frame(coll[key])).to_numpy()
+    coll["late_astart"] = grp["astart"].transform("max")
+    single = grp["rank"].transform("size") < 2
+    coll.loc[single, "transfer"] = coll.loc[single, "duration"]
+    coll["wait"] = (coll["duration"] - coll["transfer"]).clip(lower=0)
+    return coll, offsets, warnings
+
+
+def _cause(
+    ranks: Sequence[RankResult], coll: pd.DataFrame, offsets: dict[int, int]
+) -> dict[tuple[int, int], np.ndarray]:
+    """Per (rank, step): seconds moved out of `communication` into the late rank's categories."""
+    by_rank = {r.rank: r for r in ranks}
+    moves: dict[tuple[int, int], np.ndarray] = {}
+    waiting = coll[(coll["wait"] > 0) & (coll["rank"] != coll["late_rank"])]
+    for row in waiting.itertuples(index=False):
+        me = by_rank[int(row.rank)]
+        late = by_rank.get(int(row.late_rank))
+        if late is None:
+            continue
+        lo = int(row.start_ns)
+        hi = lo + int(round(row.wait * 1e9))
+        mine = me.segments
+        exposed = _comm_pieces(mine, lo, hi)
+        if not exposed:
+            continue
+        off_me, off_late = offsets.get(me.rank, 0), offsets.get(late.rank, 0)
+        moved = np.zeros(len(CATEGORIES))
+        for a, b in exposed:
+            shift = off_late - off_me
+            there = late.segments.time_in(a + shift, b + shift)
+            total = there.sum()
+            if total <= 0:
+                continue
+            # What the late rank did while this one waited; its own waiting stays communication.
+            moved += there / total * ((b - a) / 1e9)
+        moved[_COMM] = 0.0
+        if moved.sum() > 0:
+            key = (me.rank, int(row.step))
+            moves[key] = moves.get(key, np.zeros(len(CATEGORIES))) + moved
+    return moves
+
+
+def _comm_pieces(segs: object, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The parts of ``[lo, hi)`` that a rank's timeline attributes to communication."""
+    from tracescale.classify.timeline import Segments
+
+    assert isinstance(segs, Segments)
+    i0 = int(np.searchsorted(segs.end, lo, side="right"))
+    i1 = int(np.searchsorted(segs.start, hi, side="left"))
+    out = []
+    for s, e, c in zip(segs.start[i0:i1], segs.end[i0:i1], segs.cat[i0:i1]):
+        if c == _COMM:
+            a, b = max(int(s), lo), min(int(e), hi)
+            if b > a:
+                out.append((a, b))
+    return out
+
+
+def build_run(
+    world_size: int, groups: Sequence[Sequence[RankResult]], paths: Sequence[str],
+    warnings: Sequence[str] = (),
+) -> RunBreakdown:
+    """Merge the ranks of each execution (group) of one world size into a RunBreakdown."""
+    step_frames: list[pd.DataFrame] = []
+    coll_frames: list[pd.DataFrame] = []
+    notes = list(warnings)
+    by_type: dict[str, float] = {}
+    nsteps = 0
+    kinds = set()
+    for group in groups:
+        coll, offsets, w = _match(group)
+        notes.extend(w)
+        moves = _cause(group, coll, offsets) if len(coll) else {}
+        for r in group:
+            kinds.add(r.kind)
+            notes.extend(f"{r.path}: {m}" for m in r.warnings)
+            steps = r.steps.copy()
+            if len(coll):
+                mine = coll[coll["rank"] == r.rank]
+                waits = mine.groupby("step")["wait"].sum()
+                exposed_wait = mine.assign(
+                    ew=np.minimum(mine["wait"], mine["exposed"])
+                ).groupby("step")["ew"].sum()
+                steps["communication_wait"] = steps["step"].map(exposed_wait).fillna(0.0)
+                del waits
+            for j, step in enumerate(steps["step"].tolist()):
+                mv = moves.get((r.rank, int(step)))
+                if mv is None:
+                    continue
+                take = min(float(mv.sum()), float(steps.at[j, "communication"]))
+                if take <= 0:
+                    continue
+                scale = take / float(mv.sum())
+                steps.at[j, "communication"] -= take
+                for i, c in enumerate(CATEGORIES):
+                    if mv[i] > 0:
+                        steps.at[j, c] += mv[i] * scale
+            step_frames.append(steps)
+            for ctype, sec in r.comm_by_type.items():
+                by_type[ctype] = by_type.get(ctype, 0.0) + sec
+            nsteps += len(steps)
+        if len(coll):
+            origin = int(coll["start_ns"].min())
+            out = coll.assign(start=(coll["start_ns"] - origin) / 1e9)
+            coll_frames.append(out[list(COLLECTIVE_COLUMNS)])
+    steps_df = pd.concat(step_frames, ignore_index=True)[list(STEP_COLUMNS)]
+    coll_df = (
+        pd.concat(coll_frames, ignore_index=True)
+        if coll_frames
+        else pd.DataFrame(columns=list(COLLECTIVE_COLUMNS))
+    )
+    ranks = tuple(sorted({int(x) for x in steps_df["rank"]}))
+    per_step = {k: v / max(nsteps, 1) for k, v in by_type.items()}
+    return RunBreakdown(
+        world_size=world_size,
+        ranks=ranks,
+        paths=tuple(paths),
+        steps=steps_df,
+        collectives=coll_df,
+        communication_by_collective=per_step,
+        kind="gpu" if "gpu" in kinds else "cpu",
+        warnings=tuple(dict.fromkeys(notes)),
+    )
