@@ -27,6 +27,13 @@ DEFAULT_ALPHA_S = 5e-6
 #: Default bus bandwidth in bytes/s (order of PCIe 4 x16 / a slow NVLink), documented.
 DEFAULT_BANDWIDTH = 25e9
 
+#: Tree latency is chosen only when its cross-validated error is this much below ring's: the
+#: two are hard to tell apart over a few group sizes, and NCCL uses ring for large messages.
+TREE_MARGIN = 0.5
+#: ... and only with this many distinct group sizes (with three, 2-parameter leave-one-out
+#: is dominated by noise).
+MIN_GROUPS_FOR_TREE = 4
+
 _TWO = ("allreduce", "barrier", "other")
 
 
@@ -89,7 +96,9 @@ class TransferFit:
         return total
 
 
-def _rows(aggs: Sequence[RunAgg], algo: str) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def _rows(
+    aggs: Sequence[RunAgg], algo: str
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     lat, bw, y, w, gs = [], [], [], [], []
     for a in aggs:
         for k, (ctype, nbytes, g) in enumerate(a.coll_keys):
@@ -122,9 +131,11 @@ def _solve(x: FloatArray, y: FloatArray, w: FloatArray) -> tuple[float, float, b
 def _template(aggs: Sequence[RunAgg]) -> tuple[int, tuple[tuple[str, int, int, float], ...]]:
     best = None
     for a in aggs:
-        if any(g > 1 and c > 0 for (_, _, g), c in zip(a.coll_keys, a.coll_per_step, strict=True)):
-            if best is None or a.world_size > best.world_size:
-                best = a
+        live = zip(a.coll_keys, a.coll_per_step, strict=True)
+        if any(g > 1 and c > 0 for (_, _, g), c in live) and (
+            best is None or a.world_size > best.world_size
+        ):
+            best = a
     if best is None:
         return 0, ()
     rows = tuple(
@@ -136,24 +147,35 @@ def _template(aggs: Sequence[RunAgg]) -> tuple[int, tuple[tuple[str, int, int, f
 
 
 def fit_transfer(aggs: Sequence[RunAgg], algorithm: str | None = None) -> TransferFit:
-    """Fit alpha and bandwidth; ring vs tree by leave-one-group-size-out error (ring on ties).
+    """Fit alpha and bandwidth; ring unless tree's leave-one-group-size-out error is far lower.
 
     Without any instance at group size > 1 nothing can be fitted: the defaults are kept and
     ``fitted`` is False (the caller warns).
     """
     tws, tmpl = _template(aggs)
-    candidates = [algorithm] if algorithm else ["ring", "tree"]
+    sizes = {
+        g
+        for a in aggs
+        for (_, _, g), c in zip(a.coll_keys, a.coll_weight, strict=True)
+        if g > 1 and c > 0
+    }
+    if algorithm:
+        candidates = [algorithm]
+    else:
+        candidates = ["ring", "tree"] if len(sizes) >= MIN_GROUPS_FOR_TREE else ["ring"]
     scores: dict[str, tuple[float, float, float, float, int]] = {}
     for algo in candidates:
         x, y, w, gs = _rows(aggs, algo)
         if len(y) == 0:
-            return TransferFit(algo, DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, False, 0.0, 0, tws, tmpl)
+            return TransferFit(
+                algo, DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, False, 0.0, 0, tws, tmpl
+            )
         alpha, inv, _ = _solve(x, y, w)
         pred = x @ np.array([alpha, inv])
         rmse = float(np.sqrt(np.average((pred - y) ** 2, weights=w**2)))
         cv = rmse
         ug = np.unique(gs)
-        if len(ug) >= 3:
+        if len(candidates) == 2 and len(ug) >= MIN_GROUPS_FOR_TREE:
             errs = []
             for g in ug:
                 k = gs != g
@@ -162,7 +184,8 @@ def fit_transfer(aggs: Sequence[RunAgg], algorithm: str | None = None) -> Transf
                 errs.append(float(np.average(e**2, weights=w[~k] ** 2)))
             cv = float(np.sqrt(np.mean(errs)))
         scores[algo] = (cv, alpha, inv, rmse, len(y))
-    best = min(s[0] for s in scores.values())
-    algo = next(a for a in candidates if scores[a][0] <= best * 1.05 + 1e-12)
+    algo = candidates[0]
+    if len(scores) == 2 and scores["tree"][0] < TREE_MARGIN * scores["ring"][0]:
+        algo = "tree"
     _, alpha, inv, rmse, n = scores[algo]
     return TransferFit(algo, alpha, inv, True, rmse, n, tws, tmpl)

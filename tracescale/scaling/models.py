@@ -156,7 +156,9 @@ def fit_series(
     w = np.asarray(w, dtype=np.float64)
     if form is not None:
         coef = fit_coef(form, n, y, w)
-        return SeriesFit(form, tuple(map(float, coef)), _rmse(form, coef, n, y), None, {}, len(n), assumed)
+        return SeriesFit(
+            form, tuple(map(float, coef)), _rmse(form, coef, n, y), None, {}, len(n), assumed
+        )
     order = PREFERENCE[mode]
     k = len(n)
     scores: dict[str, float] = {}

@@ -100,7 +100,9 @@ def prepare(run: RunBreakdown) -> RunData:
             np.add.at(csum, (cri, csi, codes), tr)
             np.add.at(ccnt, (cri, csi, codes), 1.0)
             vals[:, :, _COL["xfer"]] = csum.sum(axis=2)
-    return RunData(run.world_size, tuple(int(r) for r in ranks), vals, mask, tuple(keys), csum, ccnt)
+    return RunData(
+        run.world_size, tuple(int(r) for r in ranks), vals, mask, tuple(keys), csum, ccnt
+    )
 
 
 def aggregate(

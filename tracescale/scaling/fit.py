@@ -1,0 +1,165 @@
+"""The study model: one fitted series per category plus the communication model.
+
+``t_c(N) = a_c + b_c/N + o_c(N)`` for every category but communication, whose time is
+``max(0, transfer(N) - overlap_window(N)) + residual(N)``: the alpha-beta transfer of the
+collectives minus the compute that can hide it (the ``overlap_window`` column, modelled like
+a compute category), plus what is not transfer (waits, host collectives) on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tracescale.categories import CATEGORIES
+from tracescale.scaling.comm import TransferFit, fit_transfer
+from tracescale.scaling.models import SeriesFit, fit_series
+from tracescale.scaling.stats import RunAgg
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Single-run defaults (strong mode): which categories shrink with N. Overridable.
+DEFAULT_ASSUMPTIONS: dict[str, str] = {
+    "compute": "parallel",
+    "memcpy": "parallel",
+    "dataloader": "parallel",
+    "sync": "serial",
+    "reduction": "serial",
+    "host": "serial",
+    "idle": "serial",
+    "communication": "serial",  # the non-transfer part; transfer follows the alpha-beta model
+}
+
+#: Weak mode: categories counted as the serial share ``s`` (plus ``serial_compute``).
+WEAK_SERIAL: tuple[str, ...] = ("sync", "reduction", "host", "idle")
+
+#: Share of the transfer that must stay exposed for a run's overlap window to count as the
+#: full window (when comm is entirely hidden, the measured window is only a lower bound).
+_EXPOSED_MIN = 0.02
+
+
+@dataclass(frozen=True)
+class StudyModel:
+    """Fitted model of a study; ``predict`` gives every category at any N >= 1."""
+
+    mode: str
+    cats: Mapping[str, SeriesFit]
+    residual: SeriesFit
+    overlap: SeriesFit | None
+    transfer: TransferFit
+    serial_compute_ratio: float
+    comm_rmse_s: float
+
+    def exposed(self, n: FloatArray) -> FloatArray:
+        x = self.transfer.predict(n)
+        w = self.overlap.predict(n) if self.overlap is not None else np.zeros_like(x)
+        return np.maximum(x - w, 0.0)
+
+    def predict(self, n: FloatArray) -> dict[str, FloatArray]:
+        n = np.asarray(n, dtype=np.float64)
+        out = {}
+        for c in CATEGORIES:
+            if c == "communication":
+                out[c] = self.exposed(n) + self.residual.predict(n)
+            else:
+                out[c] = self.cats[c].predict(n)
+        return out
+
+    def total(self, n: FloatArray) -> FloatArray:
+        parts = self.predict(n)
+        return np.asarray(sum(parts.values()), dtype=np.float64)
+
+    def forms(self) -> dict[str, str]:
+        """Chosen forms, to refit bootstrap replicates with the same shapes."""
+        f = {c: s.form for c, s in self.cats.items()}
+        f["communication.residual"] = self.residual.form
+        if self.overlap is not None:
+            f["communication.overlap"] = self.overlap.form
+        f["transfer"] = self.transfer.algorithm
+        return f
+
+
+def _fit_overlap(
+    aggs: Sequence[RunAgg],
+    n: FloatArray,
+    w: FloatArray,
+    mode: str,
+    series: Callable[[str, FloatArray, FloatArray, FloatArray], SeriesFit],
+) -> SeriesFit | None:
+    """Model the compute that can hide communication.
+
+    Only runs whose communication is partly exposed measure the whole window; where it is
+    fully hidden the measured window (compute while comm ran) is a lower bound. With two or
+    more exact points the window is fitted like a compute category. Otherwise it is taken to
+    shrink like parallel compute (strong: ``b/N``; weak: constant) through the exact point,
+    or through the largest lower bound, which errs towards more exposed communication.
+    """
+    xfer = np.array([a.xfer for a in aggs])
+    ow = np.array([a.overlap_window for a in aggs])
+    has = xfer > 0
+    exact = has & (xfer - ow > _EXPOSED_MIN * xfer)
+    if exact.sum() >= 2:
+        return series("communication.overlap", ow[exact], n[exact], w[exact])
+    if not has.any():
+        return None
+    src = exact if exact.any() else has
+    strong = mode == "strong"
+    b = float(np.max(ow[src] * (n[src] if strong else 1.0)))
+    fit = SeriesFit("b/N" if strong else "a", (b,), 0.0, None, {}, int(src.sum()), True)
+    rmse = float(np.sqrt(np.mean((fit.predict(n[src]) - ow[src]) ** 2)))
+    return SeriesFit(fit.form, fit.coef, rmse, None, {}, fit.n_points, True)
+
+
+def single_run_form(category: str, mode: str, assumptions: Mapping[str, str]) -> str:
+    """Form for a category of a single-run study: serial -> ``a``, parallel -> ``b/N``."""
+    if mode == "weak":
+        return "a"
+    kind = assumptions.get(category, DEFAULT_ASSUMPTIONS.get(category, "serial"))
+    return "b/N" if kind == "parallel" else "a"
+
+
+def fit_study(
+    aggs: Sequence[RunAgg],
+    mode: str,
+    assumptions: Mapping[str, str] | None = None,
+    fixed: Mapping[str, str] | None = None,
+) -> StudyModel:
+    """Fit every series; ``fixed`` forms (from the point estimate) skip the form choice."""
+    aggs = sorted(aggs, key=lambda a: a.world_size)
+    fixed = fixed or {}
+    assume = dict(assumptions or {})
+    single = len(aggs) == 1
+    n = np.array([a.world_size for a in aggs], dtype=np.float64)
+    tot = np.array([a.total for a in aggs])
+    w = 1.0 / np.where(tot > 0, tot, 1.0)
+
+    def series(key: str, y: FloatArray, nn: FloatArray, ww: FloatArray) -> SeriesFit:
+        if single:
+            cat = key.split(".")[0]
+            form = "b/N" if key.endswith("overlap") and mode == "strong" else None
+            form = form or single_run_form(cat, mode, assume)
+            return fit_series(nn, y, ww, mode=mode, form=form, assumed=True)
+        return fit_series(nn, y, ww, mode=mode, form=fixed.get(key))
+
+    cats = {
+        c: series(c, np.array([a.cats[c] for a in aggs]), n, w)
+        for c in CATEGORIES
+        if c != "communication"
+    }
+    transfer = fit_transfer(aggs, fixed.get("transfer"))
+    xfer = np.array([a.xfer for a in aggs])
+    ow = np.array([a.overlap_window for a in aggs])
+    comm = np.array([a.cats["communication"] for a in aggs])
+    exposed = np.maximum(xfer - ow, 0.0)
+    residual = series("communication.residual", np.maximum(comm - exposed, 0.0), n, w)
+
+    overlap = _fit_overlap(aggs, n, w, mode, series)
+    big = aggs[-1]
+    ratio = big.serial_compute / big.cats["compute"] if big.cats["compute"] > 0 else 0.0
+    model = StudyModel(mode, cats, residual, overlap, transfer, min(max(ratio, 0.0), 1.0), 0.0)
+    pred = model.predict(n)["communication"]
+    rmse = float(np.sqrt(np.mean((pred - comm) ** 2)))
+    return StudyModel(mode, cats, residual, overlap, transfer, model.serial_compute_ratio, rmse)
