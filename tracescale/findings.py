@@ -194,9 +194,9 @@ def top_findings(study: dict[str, Any], limit: int = 3) -> list[Finding]:
     scored += _optimum(study) + _straggler(runs) + _what_if(study)
     scored.sort(key=lambda sf: -sf[0])
     out: list[Finding] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str | None]] = set()
     for _, f in scored:
-        key = f["category"] or f["text"].split(" ", 1)[0]
+        key = (f["text"].split(" ", 1)[0], f["category"])
         if key in seen:
             continue
         seen.add(key)

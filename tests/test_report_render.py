@@ -1,0 +1,181 @@
+"""Renderers of the analyze document: exact text for key numbers, schema, formats, HTML rules."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracescale.errors import UsageError
+from tracescale.findings import document_findings, top_findings
+from tracescale.report import guess_format, render
+from tracescale.report.schemas import validate
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((FIXTURES / f"study_{name}.json").read_text())
+    return doc
+
+
+@pytest.fixture
+def strong() -> dict[str, Any]:
+    return load("strong")
+
+
+@pytest.mark.parametrize("name", ["strong", "weak", "single"])
+def test_fixtures_and_json_output_validate(name: str) -> None:
+    doc = load(name)
+    validate(doc)
+    out = render(doc, "json")
+    validate(json.loads(out))
+    assert json.loads(out) == doc
+
+
+def test_json_output_turns_nan_into_null(strong: dict[str, Any]) -> None:
+    strong["studies"][0]["scaling"]["amdahl_limit"] = float("inf")
+    out = json.loads(render(strong, "json"))
+    assert out["studies"][0]["scaling"]["amdahl_limit"] is None
+    validate(out)
+
+
+def test_markdown_key_lines(strong: dict[str, Any]) -> None:
+    md = render(strong, "markdown").splitlines()
+    assert md[0] == "# tracescale report"
+    assert "## Study: traces/strong" in md
+    assert "| Step time (mean) | 354.5 ms | 230.8 ms | 173.4 ms | 141.1 ms |" in md, (
+        "breakdown header row"
+    )
+    assert (
+        "| Data loading | 59.7 ms (16.9%) | 59.9 ms (26.0%) | 61.6 ms (35.5%) | 60.9 ms (43.2%) |"
+        in md
+    )
+    assert "| 8 | 141.1 ms | 2.51x | 31.4% | 0.312 |" in md
+    assert "| Total | 28.2% (90% CI [26.7%, 29.9%]) | 3.54x |" in md
+    assert "| 64 | 117.0 ms | [112.3 ms, 122.8 ms] | 3.03x | 4.7% |" in md
+    assert "| dataloader=0 | 64 | 57.0 ms | [54.7 ms, 59.9 ms] | 5.17x | 8.1% |" in md
+    assert "| 8 | 141.1 ms | 3 | 155.4 ms | +10.1% | 1 |" in md
+    assert md.count("### Findings") == 1
+    assert md[md.index("### Findings") + 2].startswith(
+        "1. Data loading takes 43% of the step at 8 GPUs and does not shrink"
+    )
+
+
+def test_table_key_lines(strong: dict[str, Any]) -> None:
+    lines = [re.sub(r"\s+", " ", x).strip() for x in render(strong, "table").splitlines()]
+    assert "Study: traces/strong" in lines
+    assert "Step time (mean) 354.5 ms 230.8 ms 173.4 ms 141.1 ms" in lines
+    assert "Data loading 59.7 ms (16.9%) 59.9 ms (26.0%) 61.6 ms (35.5%) 60.9 ms (43.2%)" in lines
+    assert "8 141.1 ms 2.51x 31.4% 0.312" in lines
+    assert "Total 28.2% (90% CI [26.7%, 29.9%]) 3.54x" in lines
+    assert "64 117.0 ms [112.3 ms, 122.8 ms] 3.03x 4.7%" in lines
+    assert any(x.startswith("1. Data loading takes 43% of the step at 8 GPUs") for x in lines)
+
+
+def test_weak_mode_shows_gustafson_and_single_run_says_assumed() -> None:
+    md = render(load("weak"), "markdown")
+    assert "| N | Step time | Speedup | Efficiency | Karp–Flatt | Gustafson |" in md
+    assert "Weak scaling: speedup is throughput speedup." in md
+    single = render(load("single"), "markdown")
+    assert "_Assumed: a single run cannot be fitted; default per-category assumptions._" in single
+    assert "Baseline: 4 GPUs (single run: projections use default assumptions)" in single
+
+
+def test_every_study_of_a_document_is_rendered(strong: dict[str, Any]) -> None:
+    doc = copy.deepcopy(strong)
+    doc["studies"].append(load("weak")["studies"][0])
+    for fmt in ("markdown", "table", "html"):
+        out = render(doc, fmt)
+        assert "Study 1 of 2: traces/strong" in out
+        assert "Study 2 of 2: traces/weak" in out
+    validate(json.loads(render(doc, "json")))
+
+
+def test_minimal_study_without_optional_keys_renders() -> None:
+    doc = load("single")
+    st = doc["studies"][0]
+    for k in ("findings", "warnings"):
+        st.pop(k, None)
+    st["runs"][0].pop("step_times_s")
+    st["runs"][0]["per_rank"] = []
+    for fmt in ("markdown", "table", "html", "json"):
+        assert render(doc, fmt)
+
+
+def test_added_keys_are_rendered_when_present(strong: dict[str, Any]) -> None:
+    strong["studies"][0]["runs"][0]["step_stats"] = {"cv": 0.031}
+    md = render(strong, "markdown")
+    assert "### Overheads that grow with N" in md
+    assert "### Step statistics" in md and "0.031" in md
+
+
+def test_guess_format_and_unknown_format(strong: dict[str, Any]) -> None:
+    assert guess_format("out/report.HTML") == "html"
+    assert guess_format("study.json") == "json"
+    assert guess_format("r.md") == "markdown"
+    assert guess_format("r.txt") == "table"
+    assert guess_format("r.bin") is None and guess_format(None) is None
+    with pytest.raises(UsageError):
+        render(strong, "pdf")
+
+
+def test_html_is_self_contained_and_small(strong: dict[str, Any]) -> None:
+    out = render(strong, "html")
+    assert len(out.encode()) < 5 * 1024 * 1024
+    assert "http://" not in out and "https://" not in out
+    assert not re.search(r"<(script|img|link|iframe)[^>]*\b(src|href)=", out)
+    assert "@import" not in out and "url(" not in out
+    assert out.count('<script type="application/json" id="ts-data">') == 1
+    assert '<div class="charts" data-index="0">' in out
+
+
+def test_html_escapes_text_and_embedded_json(strong: dict[str, Any]) -> None:
+    strong["studies"][0]["path"] = "a</script><b>&"
+    out = render(strong, "html")
+    assert "a</script><b>" not in out
+    assert "a&lt;/script&gt;&lt;b&gt;&amp;" in out
+
+
+def test_html_stays_under_5mb_with_1024_ranks(strong: dict[str, Any]) -> None:
+    run = strong["studies"][0]["runs"][-1]
+    proto = run["per_rank"][0]
+    run["per_rank"] = [dict(proto, rank=i) for i in range(1024)]
+    run["paths"] = [
+        f"/very/long/path/to/traces/host{i}/rank{i}.pt.trace.json.gz" for i in range(1024)
+    ]
+    assert len(render(strong, "html").encode()) < 5 * 1024 * 1024
+
+
+def test_findings_name_the_biggest_causes_with_numbers(strong: dict[str, Any]) -> None:
+    found = top_findings(strong["studies"][0])
+    assert len(found) == 3
+    assert found[0]["category"] == "dataloader"
+    assert found[0]["text"] == (
+        "Data loading takes 43% of the step at 8 GPUs and does not shrink with more GPUs: "
+        "alone it caps the speedup at 5.9x"
+    )
+    assert found[1]["category"] == "communication"
+    assert found[1]["text"].startswith(
+        "AllReduce is 70% overlapped at 8 GPUs; the exposed part grows"
+    )
+    assert "13.0 ms per step at 64 GPUs" in found[1]["text"]
+    assert all(set(f) == {"text", "category", "value"} for f in found)
+    assert document_findings(strong) == [found]
+
+
+def test_findings_flag_an_optimum_and_a_straggler(strong: dict[str, Any]) -> None:
+    st = strong["studies"][0]
+    st["scaling"]["optimal_world_size"] = 48
+    texts = [f["text"] for f in top_findings(st, limit=6)]
+    assert any("Step time is lowest at 48 GPUs" in t for t in texts)
+    assert any(t.startswith("Rank 3 is 10% slower than the average rank at 8 GPUs") for t in texts)
+
+
+def test_findings_on_empty_study() -> None:
+    assert top_findings({}) == []
+    assert top_findings({"runs": [{"world_size": 1}]}) == []
