@@ -80,3 +80,14 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("tracescale: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug: still one line unless --debug
+        if debug:
+            raise
+        click.echo(
+            f"tracescale: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
+            err=True,
+        )
+        sys.exit(70)

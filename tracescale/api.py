@@ -1,0 +1,112 @@
+"""The public Python API: every number of the CLI, for notebooks. The CLI is a thin layer on it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracescale.errors import UsageError
+from tracescale.pipeline import analyze as _analyze_pipeline
+from tracescale.study import Study, is_study_document
+from tracescale.study import load as _load_study
+
+
+def analyze(
+    path: str | os.PathLike[str],
+    *,
+    mode: str = "auto",
+    project: Sequence[int] | None = None,
+    what_if: Mapping[str, float] | None = None,
+    rules: str | None = None,
+    steps: str | None = None,
+    jobs: int | None = None,
+    assumptions: Mapping[str, str] | None = None,
+    strict: bool = False,
+    **options: Any,
+) -> Study:
+    """Analyze a trace file, run folder, study folder or parent of studies.
+
+    ``options`` go to the map stage (``cache_dir``, ``no_cache``, ``scheduler``, ``progress``).
+    """
+    return _analyze_pipeline(
+        os.fspath(path), mode=mode, project=project, what_if=what_if, rules=rules,
+        steps=steps, jobs=jobs, assumptions=assumptions, strict=strict, **options,
+    )
+
+
+def load(path: str | os.PathLike[str]) -> Study:
+    """A study saved with ``Study.save`` or ``analyze --format json -o``."""
+    return _load_study(os.fspath(path))
+
+
+def _looks_like_study(path: str) -> bool:
+    if not os.path.isfile(path) or not path.endswith(".json"):
+        return False
+    try:
+        with open(path, encoding="utf-8") as fh:
+            head = fh.read(200)
+        if '"schema_version"' not in head and '"studies"' not in head:
+            return False
+        with open(path, encoding="utf-8") as fh:
+            return is_study_document(json.load(fh))
+    except (OSError, ValueError):
+        return False
+
+
+def study_of(side: str | os.PathLike[str] | Study, **analyze_options: Any) -> Study:
+    """A compare side: a Study, a saved study JSON, or anything ``analyze`` accepts."""
+    if isinstance(side, Study):
+        return side
+    path = os.fspath(side)
+    if _looks_like_study(path):
+        return load(path)
+    return analyze(path, **analyze_options)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A before/after comparison document with its renderers."""
+
+    doc: dict[str, Any]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.doc.get("verdict"))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.doc, indent=indent, allow_nan=False)
+
+    def render(self, fmt: str = "table") -> str:
+        from tracescale.report import render_compare
+
+        return render_compare(self.doc, fmt)
+
+    def exit_code(self, fail_on_regression_pct: float | None) -> int:
+        from tracescale.compare.core import gate_exit_code
+
+        return gate_exit_code(self.doc, fail_on_regression_pct)
+
+
+def compare(
+    before: str | os.PathLike[str] | Study,
+    after: str | os.PathLike[str] | Study,
+    *,
+    fail_on_regression_pct: float | None = None,
+    seed: int = 0,
+    **analyze_options: Any,
+) -> Comparison:
+    """Compare two sides run by run (matched by world size)."""
+    from tracescale.compare.core import compare_docs
+
+    if fail_on_regression_pct is not None and fail_on_regression_pct < 0:
+        raise UsageError("--fail-on-regression takes a percentage >= 0")
+    b = study_of(before, **analyze_options)
+    a = study_of(after, **analyze_options)
+    doc = compare_docs(b.doc, a.doc, fail_on_regression_pct=fail_on_regression_pct, seed=seed)
+    return Comparison(doc=doc)
+
+

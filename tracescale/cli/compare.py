@@ -1,0 +1,40 @@
+"""``tracescale compare BEFORE AFTER``: did a change make steps faster, and does it scale better."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from tracescale.cli.analyze import pick_format
+from tracescale.cli.options import analysis_kwargs, analysis_options, emit
+from tracescale.report import FORMATS
+
+
+@click.command(
+    epilog="Exit codes: 0 ok; 1 a matched run regressed by more than --fail-on-regression; "
+    "2 usage; 3 invalid trace data; 4 no traces found."
+)
+@click.argument("before", type=click.Path())
+@click.argument("after", type=click.Path())
+@click.option("--format", "-f", "fmt", type=click.Choice(list(FORMATS)),
+              help="table, json, markdown or html; guessed from -o.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--force", is_flag=True, help="Allow -o to overwrite files next to the traces.")
+@click.option("--fail-on-regression", "fail_pct", type=float, metavar="PCT",
+              help="Exit 1 when a matched run is significantly slower by more than PCT %.")
+@analysis_options
+def compare(
+    before: str, after: str, fmt: str | None, output: str | None, force: bool,
+    fail_pct: float | None, **options: Any,
+) -> None:
+    """Compare BEFORE and AFTER (trace folders or saved study JSON), run by run."""
+    from tracescale import api
+
+    kwargs = analysis_kwargs(options)
+    comparison = api.compare(before, after, fail_on_regression_pct=fail_pct, **kwargs)
+    emit(comparison.render(pick_format(fmt, output)), output, inputs=[before, after], force=force)
+    code = comparison.exit_code(fail_pct)
+    if code:
+        sys.exit(code)

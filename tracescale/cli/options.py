@@ -1,0 +1,122 @@
+"""Options shared by the commands that analyze traces (analyze, compare), and output writing."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from tracescale.errors import UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_what_if(values: tuple[str, ...]) -> dict[str, float]:
+    """``dataloader=0`` -> {"dataloader": 0.0}; the factor scales that category's time."""
+    from tracescale.categories import CATEGORIES
+
+    out: dict[str, float] = {}
+    for item in values:
+        name, sep, factor = item.partition("=")
+        if not sep or name not in CATEGORIES:
+            raise UsageError(
+                f"--what-if takes CATEGORY=FACTOR with CATEGORY one of {', '.join(CATEGORIES)}; "
+                f"got {item!r}"
+            )
+        try:
+            value = float(factor)
+        except ValueError as exc:
+            raise UsageError(f"--what-if factor must be a number, got {factor!r}") from exc
+        if value < 0:
+            raise UsageError(f"--what-if factor must be >= 0, got {value}")
+        out[name] = value
+    return out
+
+
+def parse_assume(values: tuple[str, ...]) -> dict[str, str]:
+    """``sync=parallel`` overrides a category's default assumption for single-run studies."""
+    out: dict[str, str] = {}
+    for item in values:
+        name, sep, kind = item.partition("=")
+        if not sep or kind not in ("serial", "parallel"):
+            raise UsageError(f"--assume takes CATEGORY=serial|parallel, got {item!r}")
+        out[name] = kind
+    return out
+
+
+def parse_project(value: str | None) -> list[int] | None:
+    """``64,128,1024`` -> [64, 128, 1024]."""
+    if not value:
+        return None
+    try:
+        out = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"--project takes world sizes like 64,128,1024, not {value!r}") from exc
+    if not out or any(n < 1 for n in out):
+        raise UsageError(f"--project takes positive world sizes, not {value!r}")
+    return out
+
+
+def analysis_options(func: F) -> F:
+    """Decorate a command with the analysis options."""
+    opts = [
+        click.option("--mode", type=click.Choice(["auto", "strong", "weak"]), default="auto",
+                     show_default=True, help="Strong (fixed global batch) or weak scaling."),
+        click.option("--project", metavar="N,N,...",
+                     help="World sizes to project to (default 2x, 4x, 8x the largest measured)."),
+        click.option("--what-if", "what_if", multiple=True, metavar="CATEGORY=FACTOR",
+                     help="Scale a category's measured time before fitting, e.g. dataloader=0."),
+        click.option("--assume", multiple=True, metavar="CATEGORY=serial|parallel",
+                     help="Override a default assumption for single-run studies."),
+        click.option("--rules", type=click.Path(dir_okay=False),
+                     help="TOML file of name rules applied before the defaults."),
+        click.option("--steps", metavar="START:END", help="Steps to keep per rank, e.g. 2:"),
+        click.option("--jobs", "-j", type=int, help="Worker processes (default: the cores)."),
+        click.option("--strict", is_flag=True,
+                     help="Fail (exit 3) on any bad rank file instead of warning."),
+        click.option("--cache-dir", type=click.Path(file_okay=False),
+                     help="Where per-rank results are cached (default: user cache dir)."),
+        click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
+        click.option("--scheduler", metavar="ADDRESS|local",
+                     help="Run per-rank work on a Dask cluster (needs the dask extra)."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress bar."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def analysis_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for :func:`tracescale.api.analyze` from the parsed options."""
+    kwargs: dict[str, Any] = {
+        "mode": options["mode"],
+        "project": parse_project(options.get("project")),
+        "what_if": parse_what_if(options.get("what_if", ())) or None,
+        "assumptions": parse_assume(options.get("assume", ())) or None,
+        "rules": options.get("rules"),
+        "steps": options.get("steps"),
+        "jobs": options.get("jobs"),
+        "strict": options.get("strict", False),
+    }
+    for key in ("cache_dir", "no_cache", "scheduler"):
+        if options.get(key):
+            kwargs[key] = options[key]
+    return kwargs
+
+
+def show_progress(quiet: bool) -> bool:
+    """A progress bar only on a terminal, and never with --quiet."""
+    return not quiet and sys.stderr.isatty()
+
+
+def emit(text: str, output: str | None, *, inputs: list[str], force: bool) -> None:
+    """Write to ``-o`` atomically (refusing to clobber traces), else to stdout."""
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    from tracescale.atomic import atomic_write_text, check_output_path
+
+    check_output_path(output, inputs, force)
+    atomic_write_text(output, text if text.endswith("\n") else text + "\n")

@@ -1,0 +1,202 @@
+"""ingest -> classify -> scale, end to end: the function behind ``tracescale analyze``.
+
+Discovery reads only file heads; per-rank work runs through :mod:`tracescale.parallel`;
+this module merges the compact results per run, scales each study and builds the document.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.rank import RankResult
+from tracescale.classify.result import RunBreakdown
+from tracescale.classify.rules import load_rules
+from tracescale.classify.run import build_run
+from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
+from tracescale.ingest.discover import RunSpec, StudySpec, discover
+from tracescale.parallel import RankTask, TaskError, run_tasks
+from tracescale.scaling import analyze_scaling
+from tracescale.study import Study, make_document, run_to_dict
+
+
+def parse_steps(spec: str | None) -> slice | None:
+    """``"2:"`` -> slice(2, None); ``"1:5"``; ``None`` keeps every step."""
+    if spec is None or spec == "":
+        return None
+    parts = spec.split(":")
+    try:
+        if len(parts) == 1:
+            return slice(int(parts[0]), int(parts[0]) + 1)
+        if len(parts) == 2:
+            return slice(int(parts[0]) if parts[0] else None, int(parts[1]) if parts[1] else None)
+    except ValueError:
+        pass
+    raise UsageError(f"--steps takes START:END (e.g. 2: to drop two warm-up steps), not {spec!r}")
+
+
+def _select_steps(result: RankResult, steps: slice | None) -> RankResult:
+    if steps is None:
+        return result
+    kept = result.steps.iloc[steps].reset_index(drop=True)
+    if kept.empty:
+        raise UsageError(f"--steps leaves no step of {len(result.steps)}", path=result.path)
+    keep = set(kept["step"].tolist())
+    coll = result.collectives[result.collectives["step"].isin(keep)].reset_index(drop=True)
+    return dataclasses.replace(result, steps=kept, collectives=coll)
+
+
+def _check_duplicate_ranks(results: list[RankResult]) -> list[RankResult]:
+    """One rank twice in a folder: successive profiling windows are pooled, overlaps are errors."""
+    by_rank: dict[int, list[RankResult]] = {}
+    for r in results:
+        by_rank.setdefault(r.rank, []).append(r)
+    out: list[RankResult] = []
+    for rank, rs in sorted(by_rank.items()):
+        if len(rs) == 1:
+            out.append(rs[0])
+            continue
+        spans = sorted(
+            (int(r.segments.start[0]) if len(r.segments.start) else 0,
+             int(r.segments.end[-1]) if len(r.segments.end) else 0, r.path)
+            for r in rs
+        )
+        for (s0, e0, p0), (s1, _e1, p1) in zip(spans, spans[1:]):
+            if s1 < e0:
+                raise InvalidTraceError(
+                    f"rank {rank} appears twice with overlapping time spans: {p0} and {p1}",
+                    path=os.path.dirname(p0),
+                )
+        # Successive windows of one process (tb_plugin's worker0.<span> files): pool the steps.
+        out.extend(rs)
+    return out
+
+
+def _run_breakdown(
+    spec: RunSpec,
+    results: dict[str, RankResult | TaskError],
+    steps: slice | None,
+    strict: bool,
+) -> tuple[RunBreakdown | None, list[str]]:
+    notes = list(spec.warnings)
+    groups: list[list[RankResult]] = []
+    for group in spec.groups:
+        ok: list[RankResult] = []
+        for f in group.files:
+            res = results[f.path]
+            if isinstance(res, TaskError):
+                if strict:
+                    raise InvalidTraceError(res.message, path=res.path)
+                notes.append(f"{res.path}: skipped: {res.message}")
+                continue
+            ok.append(_select_steps(res, steps))
+        if ok:
+            groups.extend(_split_successive(_check_duplicate_ranks(ok)))
+    if not groups:
+        return None, notes
+    return build_run(spec.world_size, groups, spec.paths, notes), []
+
+
+def _split_successive(results: list[RankResult]) -> list[list[RankResult]]:
+    """Pooled successive windows of the same rank become separate groups (matched separately)."""
+    groups: list[list[RankResult]] = []
+    for r in results:
+        for g in groups:
+            if all(x.rank != r.rank for x in g):
+                g.append(r)
+                break
+        else:
+            groups.append([r])
+    return groups
+
+
+def analyze_study(
+    spec: StudySpec,
+    results: dict[str, RankResult | TaskError],
+    *,
+    mode: str,
+    project: Sequence[int] | None,
+    what_if: Mapping[str, float] | None,
+    assumptions: Mapping[str, str] | None,
+    steps: slice | None,
+    strict: bool,
+) -> tuple[dict[str, Any], tuple[RunBreakdown, ...], Any]:
+    """One study's document entry (runs, scaling, warnings, findings)."""
+    from tracescale.findings import top_findings
+
+    warnings = list(spec.warnings)
+    runs: list[RunBreakdown] = []
+    for run_spec in spec.runs:
+        run, notes = _run_breakdown(run_spec, results, steps, strict)
+        warnings.extend(notes)
+        if run is not None:
+            runs.append(run)
+    if not runs:
+        raise InvalidTraceError("no analyzable trace files", path=spec.path)
+    scaling = analyze_scaling(runs, mode=mode, project=project, what_if=what_if,
+                              assumptions=assumptions)
+    sdict = scaling.to_dict()
+    entry: dict[str, Any] = {
+        "path": spec.path,
+        "mode": scaling.mode,
+        "mode_reason": scaling.mode_reason,
+        "categories": list(CATEGORIES),
+        "runs": [run_to_dict(r) for r in runs],
+        "scaling": sdict,
+        "warnings": list(dict.fromkeys(
+            warnings + [w for r in runs for w in r.warnings] + list(sdict.get("warnings", []))
+        )),
+    }
+    entry["findings"] = top_findings(entry)
+    return entry, tuple(runs), scaling
+
+
+def analyze(
+    path: str,
+    *,
+    mode: str = "auto",
+    project: Sequence[int] | None = None,
+    what_if: Mapping[str, float] | None = None,
+    rules: str | None = None,
+    steps: str | slice | None = None,
+    jobs: int | None = None,
+    assumptions: Mapping[str, str] | None = None,
+    strict: bool = False,
+    progress: Callable[[RankTask], None] | None = None,
+    show_progress: bool = False,
+    **parallel_options: Any,
+) -> Study:
+    """Analyze every study under ``path`` (see the README's layouts) into a :class:`Study`."""
+    if mode not in ("auto", "strong", "weak"):
+        raise UsageError(f"--mode must be auto, strong or weak, not {mode!r}")
+    load_rules(rules)  # fail fast on a bad rules file, before any worker starts
+    step_slice = parse_steps(steps) if isinstance(steps, str) or steps is None else steps
+    specs = discover(path)
+    tasks = [
+        RankTask(path=f.path, rank=f.rank, rules_file=rules)
+        for spec in specs for run in spec.runs for g in run.groups for f in g.files
+    ]
+    if not tasks:
+        raise NoTracesError("no trace files found", path=path)
+    if show_progress and progress is None:
+        from tracescale.parallel.progress import progress_bar
+
+        with progress_bar(tasks, True) as bar:
+            outcomes = run_tasks(tasks, jobs=jobs, progress=bar, **parallel_options)
+    else:
+        outcomes = run_tasks(tasks, jobs=jobs, progress=progress, **parallel_options)
+    results = {t.path: r for t, r in zip(tasks, outcomes)}
+    entries, runs_all, scalings = [], [], []
+    for spec in specs:
+        entry, runs, scaling = analyze_study(
+            spec, results, mode=mode, project=project, what_if=what_if,
+            assumptions=assumptions, steps=step_slice, strict=strict,
+        )
+        entries.append(entry)
+        runs_all.append(runs)
+        scalings.append(scaling)
+    return Study(doc=make_document(entries), runs_by_study=tuple(runs_all),
+                 scaling_by_study=tuple(scalings))

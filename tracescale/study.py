@@ -1,0 +1,179 @@
+"""The one serializable result: a study document that every report and comparison renders from.
+
+``Study`` wraps the JSON document (the contract of the reports issue) plus, when it was just
+computed, the typed per-run breakdowns. A saved study re-renders and compares without traces,
+and its per-step rows make every reported number reproducible from the JSON alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracescale import __version__
+from tracescale.categories import CATEGORIES
+from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
+from tracescale.errors import InvalidTraceError, UsageError
+
+SCHEMA_VERSION = 1
+_ROW_COLUMNS = [c for c in STEP_COLUMNS if c != "start"]
+
+
+def _f(x: Any) -> float | None:
+    v = float(x)
+    return v if math.isfinite(v) else None
+
+
+def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
+    """A run's entry of the contract (seconds), including the per-step rows it came from."""
+    steps = run.steps
+    per_rank_means = steps.groupby("rank")[["duration", *CATEGORIES]].mean()
+    breakdown = {c: float(per_rank_means[c].mean()) for c in CATEGORIES}
+    step_times = steps.groupby("step", sort=True)["duration"].mean().to_numpy()
+    rank_extra = steps.groupby("rank")[
+        ["overlapped_communication", "communication_wait"]
+    ].mean()
+    return {
+        "world_size": run.world_size,
+        "ranks": list(run.ranks),
+        "steps": int(steps.groupby("rank").size().max()) if len(steps) else 0,
+        "paths": list(run.paths),
+        "kind": run.kind,
+        "step_time_s": {
+            "mean": float(per_rank_means["duration"].mean()),
+            "median": float(np.median(step_times)),
+            "p10": float(np.percentile(step_times, 10)),
+            "p90": float(np.percentile(step_times, 90)),
+        },
+        "breakdown_s": breakdown,
+        "overlapped_communication_s": float(rank_extra["overlapped_communication"].mean()),
+        "communication_wait_s": float(rank_extra["communication_wait"].mean()),
+        "communication_by_collective_s": dict(sorted(run.communication_by_collective.items())),
+        "per_rank": [
+            {
+                "rank": int(rank),
+                "step_time_s": float(row["duration"]),
+                "breakdown_s": {c: float(row[c]) for c in CATEGORIES},
+                "communication_wait_s": float(rank_extra.loc[rank, "communication_wait"]),
+            }
+            for rank, row in per_rank_means.iterrows()
+        ],
+        "step_times_s": [float(x) for x in step_times],
+        "step_rows": {
+            "columns": _ROW_COLUMNS,
+            "data": [[_f(v) for v in row] for row in steps[_ROW_COLUMNS].to_numpy().tolist()],
+        },
+        "warnings": list(run.warnings),
+    }
+
+
+def rows_frame(run_doc: dict[str, Any]) -> pd.DataFrame:
+    """The per-step rows of a run entry as a DataFrame (seconds)."""
+    rows = run_doc.get("step_rows") or {}
+    df = pd.DataFrame(rows.get("data", []), columns=rows.get("columns", _ROW_COLUMNS))
+    for col in ("rank", "step"):
+        if col in df:
+            df[col] = df[col].astype("int64")
+    return df
+
+
+@dataclass(frozen=True)
+class Study:
+    """An analyze document (possibly several studies) with typed access for notebooks."""
+
+    doc: dict[str, Any]
+    runs_by_study: tuple[tuple[RunBreakdown, ...], ...] = field(default=(), compare=False)
+    scaling_by_study: tuple[Any, ...] = field(default=(), compare=False)
+
+    @property
+    def studies(self) -> list[dict[str, Any]]:
+        return list(self.doc.get("studies", []))
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        """Run entries of the first study (the common case of one study)."""
+        return list(self.studies[0]["runs"]) if self.studies else []
+
+    @property
+    def scaling(self) -> Any:
+        """The first study's ScalingResult when computed here, else its ``scaling`` dict."""
+        if self.scaling_by_study:
+            return self.scaling_by_study[0]
+        return self.studies[0].get("scaling") if self.studies else None
+
+    def breakdown(self) -> pd.DataFrame:
+        """Tidy frame: study, world_size, rank, step, category, seconds (from the JSON rows)."""
+        parts = []
+        for study in self.studies:
+            for run in study.get("runs", []):
+                df = rows_frame(run)
+                if df.empty:
+                    continue
+                long = df.melt(
+                    id_vars=["rank", "step"], value_vars=list(CATEGORIES),
+                    var_name="category", value_name="seconds",
+                )
+                long.insert(0, "world_size", int(run["world_size"]))
+                long.insert(0, "study", str(study.get("path", "")))
+                parts.append(long)
+        cols = ["study", "world_size", "rank", "step", "category", "seconds"]
+        if not parts:
+            return pd.DataFrame(columns=cols)
+        return pd.concat(parts, ignore_index=True)[cols]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.doc
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.doc, indent=indent, allow_nan=False)
+
+    def save(self, path: str | Path) -> None:
+        from tracescale.atomic import atomic_write_text
+
+        atomic_write_text(str(path), self.to_json() + "\n")
+
+    def render(self, fmt: str = "table") -> str:
+        from tracescale.report import render
+
+        return render(self.doc, fmt)
+
+
+def make_document(studies: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The top-level analyze document."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "tracescale", "version": __version__},
+        "studies": list(studies),
+    }
+
+
+def load(path: str | Path) -> Study:
+    """A saved study (``analyze --format json -o study.json``)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError as exc:
+        raise UsageError("no such file", path=str(path)) from exc
+    except (OSError, ValueError) as exc:
+        raise InvalidTraceError(f"not a readable study JSON ({exc})", path=str(path)) from exc
+    if not is_study_document(doc):
+        raise InvalidTraceError("not a tracescale study document", path=str(path))
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise InvalidTraceError(
+            f"study schema_version {doc.get('schema_version')} is not supported "
+            f"(this tracescale reads {SCHEMA_VERSION})",
+            path=str(path),
+        )
+    return Study(doc=doc)
+
+
+def is_study_document(doc: Any) -> bool:
+    """True for an analyze document (as opposed to a trace or a compare document)."""
+    return isinstance(doc, dict) and "studies" in doc and "schema_version" in doc
