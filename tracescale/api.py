@@ -6,7 +6,6 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tracescale.errors import UsageError
@@ -33,8 +32,16 @@ def analyze(
     ``options`` go to the map stage (``cache_dir``, ``no_cache``, ``scheduler``, ``progress``).
     """
     return _analyze_pipeline(
-        os.fspath(path), mode=mode, project=project, what_if=what_if, rules=rules,
-        steps=steps, jobs=jobs, assumptions=assumptions, strict=strict, **options,
+        os.fspath(path),
+        mode=mode,
+        project=project,
+        what_if=what_if,
+        rules=rules,
+        steps=steps,
+        jobs=jobs,
+        assumptions=assumptions,
+        strict=strict,
+        **options,
     )
 
 
@@ -108,5 +115,3 @@ def compare(
     a = study_of(after, **analyze_options)
     doc = compare_docs(b.doc, a.doc, fail_on_regression_pct=fail_on_regression_pct, seed=seed)
     return Comparison(doc=doc)
-
-

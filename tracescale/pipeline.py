@@ -60,8 +60,11 @@ def _check_duplicate_ranks(results: list[RankResult]) -> list[RankResult]:
             out.append(rs[0])
             continue
         spans = sorted(
-            (int(r.segments.start[0]) if len(r.segments.start) else 0,
-             int(r.segments.end[-1]) if len(r.segments.end) else 0, r.path)
+            (
+                int(r.segments.start[0]) if len(r.segments.start) else 0,
+                int(r.segments.end[-1]) if len(r.segments.end) else 0,
+                r.path,
+            )
             for r in rs
         )
         for (s0, e0, p0), (s1, _e1, p1) in zip(spans, spans[1:]):
@@ -136,8 +139,9 @@ def analyze_study(
             runs.append(run)
     if not runs:
         raise InvalidTraceError("no analyzable trace files", path=spec.path)
-    scaling = analyze_scaling(runs, mode=mode, project=project, what_if=what_if,
-                              assumptions=assumptions)
+    scaling = analyze_scaling(
+        runs, mode=mode, project=project, what_if=what_if, assumptions=assumptions
+    )
     sdict = scaling.to_dict()
     entry: dict[str, Any] = {
         "path": spec.path,
@@ -146,9 +150,11 @@ def analyze_study(
         "categories": list(CATEGORIES),
         "runs": [run_to_dict(r) for r in runs],
         "scaling": sdict,
-        "warnings": list(dict.fromkeys(
-            warnings + [w for r in runs for w in r.warnings] + list(sdict.get("warnings", []))
-        )),
+        "warnings": list(
+            dict.fromkeys(
+                warnings + [w for r in runs for w in r.warnings] + list(sdict.get("warnings", []))
+            )
+        ),
     }
     entry["findings"] = top_findings(entry)
     return entry, tuple(runs), scaling
@@ -177,7 +183,10 @@ def analyze(
     specs = discover(path)
     tasks = [
         RankTask(path=f.path, rank=f.rank, rules_file=rules)
-        for spec in specs for run in spec.runs for g in run.groups for f in g.files
+        for spec in specs
+        for run in spec.runs
+        for g in run.groups
+        for f in g.files
     ]
     if not tasks:
         raise NoTracesError("no trace files found", path=path)
@@ -192,11 +201,18 @@ def analyze(
     entries, runs_all, scalings = [], [], []
     for spec in specs:
         entry, runs, scaling = analyze_study(
-            spec, results, mode=mode, project=project, what_if=what_if,
-            assumptions=assumptions, steps=step_slice, strict=strict,
+            spec,
+            results,
+            mode=mode,
+            project=project,
+            what_if=what_if,
+            assumptions=assumptions,
+            steps=step_slice,
+            strict=strict,
         )
         entries.append(entry)
         runs_all.append(runs)
         scalings.append(scaling)
-    return Study(doc=make_document(entries), runs_by_study=tuple(runs_all),
-                 scaling_by_study=tuple(scalings))
+    return Study(
+        doc=make_document(entries), runs_by_study=tuple(runs_all), scaling_by_study=tuple(scalings)
+    )

@@ -37,9 +37,7 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
     per_rank_means = steps.groupby("rank")[["duration", *CATEGORIES]].mean()
     breakdown = {c: float(per_rank_means[c].mean()) for c in CATEGORIES}
     step_times = steps.groupby("step", sort=True)["duration"].mean().to_numpy()
-    rank_extra = steps.groupby("rank")[
-        ["overlapped_communication", "communication_wait"]
-    ].mean()
+    rank_extra = steps.groupby("rank")[["overlapped_communication", "communication_wait"]].mean()
     return {
         "world_size": run.world_size,
         "ranks": list(run.ranks),
@@ -59,11 +57,15 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
         "per_rank": [
             {
                 "rank": int(rank),
-                "step_time_s": float(row["duration"]),
-                "breakdown_s": {c: float(row[c]) for c in CATEGORIES},
-                "communication_wait_s": float(rank_extra.loc[rank, "communication_wait"]),
+                "step_time_s": float(row[0]),
+                "breakdown_s": {c: float(v) for c, v in zip(CATEGORIES, row[1:])},
+                "communication_wait_s": float(wait),
             }
-            for rank, row in per_rank_means.iterrows()
+            for rank, row, wait in zip(
+                per_rank_means.index.tolist(),
+                per_rank_means[["duration", *CATEGORIES]].to_numpy().tolist(),
+                rank_extra["communication_wait"].to_numpy().tolist(),
+            )
         ],
         "step_times_s": [float(x) for x in step_times],
         "step_rows": {
@@ -117,8 +119,10 @@ class Study:
                 if df.empty:
                     continue
                 long = df.melt(
-                    id_vars=["rank", "step"], value_vars=list(CATEGORIES),
-                    var_name="category", value_name="seconds",
+                    id_vars=["rank", "step"],
+                    value_vars=list(CATEGORIES),
+                    var_name="category",
+                    value_name="seconds",
                 )
                 long.insert(0, "world_size", int(run["world_size"]))
                 long.insert(0, "study", str(study.get("path", "")))

@@ -19,9 +19,27 @@ from tracescale.ingest.steps import StepWindows, launch_step
 from tracescale.ingest.trace import RankTrace
 
 _DTYPE_BYTES = {
-    "float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f16": 2, "bfloat16": 2,
-    "bf16": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8,
-    "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1, "short": 2, "int16": 2,
+    "float": 4,
+    "float32": 4,
+    "f32": 4,
+    "half": 2,
+    "float16": 2,
+    "f16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "byte": 1,
+    "char": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "short": 2,
+    "int16": 2,
 }
 _TYPE_PATTERNS = (
     ("allreduce", re.compile(r"all_?reduce", re.I)),
@@ -121,7 +139,9 @@ def collective_instances(
         seq = int(ev.seq[src]) if ev.seq[src] >= 0 else order
         k = int(step_of[i])
         step = int(win.numbers[k]) if k >= 0 else -1
-        rows.append((step, ctype, seq, order, nbytes, group, int(ev.start[i]), int(ev.start[i] + ev.dur[i])))
+        rows.append(
+            (step, ctype, seq, order, nbytes, group, int(ev.start[i]), int(ev.start[i] + ev.dur[i]))
+        )
     cols = ["step", "collective", "seq", "order", "bytes", "group_size", "start_ns", "end_ns"]
     return pd.DataFrame(rows, columns=cols)
 

@@ -16,8 +16,8 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.collectives import collective_instances, type_layers
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
 from tracescale.classify.timeline import (
-    CAT,
     BOOL,
+    CAT,
     I64,
     Segments,
     coverage,
@@ -113,10 +113,28 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         sync_ends = np.sort(layers["sync"][1])
         post_sync = last_at_or_before(sync_ends, seg_s) >= last_at_or_before(dev_starts, seg_s)
         post_sync &= last_at_or_before(sync_ends, seg_s) > np.iinfo(np.int64).min
-        conds = [cov["compute"], cov["memcpy"], cov["comm"], cov["dl"], cov["sync"], cov["red"],
-                 cov["hcomm"], post_sync, cov["anyop"]]
-        cats = ["compute", "memcpy", "communication", "dataloader", "sync", "reduction",
-                "communication", "sync", "host"]
+        conds = [
+            cov["compute"],
+            cov["memcpy"],
+            cov["comm"],
+            cov["dl"],
+            cov["sync"],
+            cov["red"],
+            cov["hcomm"],
+            post_sync,
+            cov["anyop"],
+        ]
+        cats = [
+            "compute",
+            "memcpy",
+            "communication",
+            "dataloader",
+            "sync",
+            "reduction",
+            "communication",
+            "sync",
+            "host",
+        ]
         default = "idle"
     else:
         # Untraced gaps on the main thread are Python the profiler does not record: `host`.

@@ -85,7 +85,9 @@ def load_rules(user_file: str | None = None) -> RuleSet:
             with open(user_file, encoding="utf-8") as fh:
                 user_text = fh.read()
         except OSError as exc:
-            raise UsageError(f"cannot read rules file: {exc.strerror or exc}", path=user_file) from exc
+            raise UsageError(
+                f"cannot read rules file: {exc.strerror or exc}", path=user_file
+            ) from exc
         uh, ud = _parse(user_text, user_file)
         host, device = uh + host, ud + device
         digest.update(user_text.encode())

@@ -49,9 +49,12 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
     coll["duration"] = (coll["end_ns"] - coll["start_ns"]) / 1e9
     grp = coll.groupby(key)
     coll["transfer"] = grp["duration"].transform("min")
-    coll["late_rank"] = coll.loc[grp["astart"].idxmax(), ["collective", "seq", "rank"]].set_index(
-        key
-    )["rank"].reindex(pd.MultiIndex.from_frame(coll[key])).to_numpy()
+    coll["late_rank"] = (
+        coll.loc[grp["astart"].idxmax(), ["collective", "seq", "rank"]]
+        .set_index(key)["rank"]
+        .reindex(pd.MultiIndex.from_frame(coll[key]))
+        .to_numpy()
+    )
     coll["late_astart"] = grp["astart"].transform("max")
     single = grp["rank"].transform("size") < 2
     coll.loc[single, "transfer"] = coll.loc[single, "duration"]
@@ -111,7 +114,9 @@ def _comm_pieces(segs: object, lo: int, hi: int) -> list[tuple[int, int]]:
 
 
 def build_run(
-    world_size: int, groups: Sequence[Sequence[RankResult]], paths: Sequence[str],
+    world_size: int,
+    groups: Sequence[Sequence[RankResult]],
+    paths: Sequence[str],
     warnings: Sequence[str] = (),
 ) -> RunBreakdown:
     """Merge the ranks of each execution (group) of one world size into a RunBreakdown."""
@@ -131,24 +136,23 @@ def build_run(
             steps = r.steps.copy()
             if len(coll):
                 mine = coll[coll["rank"] == r.rank]
-                waits = mine.groupby("step")["wait"].sum()
-                exposed_wait = mine.assign(
-                    ew=np.minimum(mine["wait"], mine["exposed"])
-                ).groupby("step")["ew"].sum()
+                exposed_wait = (
+                    mine.assign(ew=np.minimum(mine["wait"], mine["exposed"]))
+                    .groupby("step")["ew"]
+                    .sum()
+                )
                 steps["communication_wait"] = steps["step"].map(exposed_wait).fillna(0.0)
-                del waits
+            values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64)
             for j, step in enumerate(steps["step"].tolist()):
                 mv = moves.get((r.rank, int(step)))
-                if mv is None:
+                if mv is None or mv.sum() <= 0:
                     continue
-                take = min(float(mv.sum()), float(steps.at[j, "communication"]))
+                take = min(float(mv.sum()), float(values[j, _COMM]))
                 if take <= 0:
                     continue
-                scale = take / float(mv.sum())
-                steps.at[j, "communication"] -= take
-                for i, c in enumerate(CATEGORIES):
-                    if mv[i] > 0:
-                        steps.at[j, c] += mv[i] * scale
+                values[j, _COMM] -= take
+                values[j] += mv * (take / float(mv.sum()))
+            steps[list(CATEGORIES)] = values
             step_frames.append(steps)
             for ctype, sec in r.comm_by_type.items():
                 by_type[ctype] = by_type.get(ctype, 0.0) + sec

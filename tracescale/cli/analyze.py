@@ -19,8 +19,13 @@ def pick_format(fmt: str | None, output: str | None) -> str:
 
 @click.command(epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data; 4 no traces found.")
 @click.argument("path", type=click.Path())
-@click.option("--format", "-f", "fmt", type=click.Choice(list(FORMATS)),
-              help="table (default on a terminal), json, markdown or html; guessed from -o.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(list(FORMATS)),
+    help="table (default on a terminal), json, markdown or html; guessed from -o.",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite files next to the traces.")
 @analysis_options

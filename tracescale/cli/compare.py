@@ -18,16 +18,31 @@ from tracescale.report import FORMATS
 )
 @click.argument("before", type=click.Path())
 @click.argument("after", type=click.Path())
-@click.option("--format", "-f", "fmt", type=click.Choice(list(FORMATS)),
-              help="table, json, markdown or html; guessed from -o.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(list(FORMATS)),
+    help="table, json, markdown or html; guessed from -o.",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite files next to the traces.")
-@click.option("--fail-on-regression", "fail_pct", type=float, metavar="PCT",
-              help="Exit 1 when a matched run is significantly slower by more than PCT %.")
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    type=float,
+    metavar="PCT",
+    help="Exit 1 when a matched run is significantly slower by more than PCT %.",
+)
 @analysis_options
 def compare(
-    before: str, after: str, fmt: str | None, output: str | None, force: bool,
-    fail_pct: float | None, **options: Any,
+    before: str,
+    after: str,
+    fmt: str | None,
+    output: str | None,
+    force: bool,
+    fail_pct: float | None,
+    **options: Any,
 ) -> None:
     """Compare BEFORE and AFTER (trace folders or saved study JSON), run by run."""
     from tracescale import api

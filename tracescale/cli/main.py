@@ -49,7 +49,9 @@ class _LazyGroup(click.Group):
         return command if isinstance(command, click.Command) else None
 
 
-@click.group(cls=_LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, prog_name="tracescale")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.pass_context

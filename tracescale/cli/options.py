@@ -62,25 +62,52 @@ def parse_project(value: str | None) -> list[int] | None:
 def analysis_options(func: F) -> F:
     """Decorate a command with the analysis options."""
     opts = [
-        click.option("--mode", type=click.Choice(["auto", "strong", "weak"]), default="auto",
-                     show_default=True, help="Strong (fixed global batch) or weak scaling."),
-        click.option("--project", metavar="N,N,...",
-                     help="World sizes to project to (default 2x, 4x, 8x the largest measured)."),
-        click.option("--what-if", "what_if", multiple=True, metavar="CATEGORY=FACTOR",
-                     help="Scale a category's measured time before fitting, e.g. dataloader=0."),
-        click.option("--assume", multiple=True, metavar="CATEGORY=serial|parallel",
-                     help="Override a default assumption for single-run studies."),
-        click.option("--rules", type=click.Path(dir_okay=False),
-                     help="TOML file of name rules applied before the defaults."),
+        click.option(
+            "--mode",
+            type=click.Choice(["auto", "strong", "weak"]),
+            default="auto",
+            show_default=True,
+            help="Strong (fixed global batch) or weak scaling.",
+        ),
+        click.option(
+            "--project",
+            metavar="N,N,...",
+            help="World sizes to project to (default 2x, 4x, 8x the largest measured).",
+        ),
+        click.option(
+            "--what-if",
+            "what_if",
+            multiple=True,
+            metavar="CATEGORY=FACTOR",
+            help="Scale a category's measured time before fitting, e.g. dataloader=0.",
+        ),
+        click.option(
+            "--assume",
+            multiple=True,
+            metavar="CATEGORY=serial|parallel",
+            help="Override a default assumption for single-run studies.",
+        ),
+        click.option(
+            "--rules",
+            type=click.Path(dir_okay=False),
+            help="TOML file of name rules applied before the defaults.",
+        ),
         click.option("--steps", metavar="START:END", help="Steps to keep per rank, e.g. 2:"),
         click.option("--jobs", "-j", type=int, help="Worker processes (default: the cores)."),
-        click.option("--strict", is_flag=True,
-                     help="Fail (exit 3) on any bad rank file instead of warning."),
-        click.option("--cache-dir", type=click.Path(file_okay=False),
-                     help="Where per-rank results are cached (default: user cache dir)."),
+        click.option(
+            "--strict", is_flag=True, help="Fail (exit 3) on any bad rank file instead of warning."
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False),
+            help="Where per-rank results are cached (default: user cache dir).",
+        ),
         click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
-        click.option("--scheduler", metavar="ADDRESS|local",
-                     help="Run per-rank work on a Dask cluster (needs the dask extra)."),
+        click.option(
+            "--scheduler",
+            metavar="ADDRESS|local",
+            help="Run per-rank work on a Dask cluster (needs the dask extra).",
+        ),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar."),
     ]
     for opt in reversed(opts):

@@ -11,8 +11,13 @@ from tracescale.report import FORMATS
 
 @click.command(epilog="Exit codes: 0 ok; 2 usage; 3 not a study document.")
 @click.argument("study", type=click.Path(dir_okay=False))
-@click.option("--format", "-f", "fmt", type=click.Choice(list(FORMATS)),
-              help="table, json, markdown or html; guessed from -o.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(list(FORMATS)),
+    help="table, json, markdown or html; guessed from -o.",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--force", is_flag=True, help="Allow -o to overwrite files next to the inputs.")
 def report(study: str, fmt: str | None, output: str | None, force: bool) -> None:
