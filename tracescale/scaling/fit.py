@@ -87,15 +87,18 @@ def _fit_overlap(
     n: FloatArray,
     w: FloatArray,
     mode: str,
+    compute: SeriesFit,
     series: Callable[[str, FloatArray, FloatArray, FloatArray], SeriesFit],
 ) -> SeriesFit | None:
     """Model the compute that can hide communication.
 
     Only runs whose communication is partly exposed measure the whole window; where it is
     fully hidden the measured window (compute while comm ran) is a lower bound. With two or
-    more exact points the window is fitted like a compute category. Otherwise it is taken to
-    shrink like parallel compute (strong: ``b/N``; weak: constant) through the exact point,
-    or through the largest lower bound, which errs towards more exposed communication.
+    more exact points the window is fitted like a compute category. With one, it shrinks like
+    parallel compute through it (strong: ``b/N``; weak: constant). With none, the window lies
+    between the largest lower bound and all of the parallel compute (the fitted ``b`` of
+    compute; weak: compute minus serial_compute); the geometric mean of the two is taken, so
+    the estimate is off by at most the square root of the bounds' ratio either way.
     """
     xfer = np.array([a.xfer for a in aggs])
     ow = np.array([a.overlap_window for a in aggs])
@@ -108,6 +111,10 @@ def _fit_overlap(
     src = exact if exact.any() else has
     strong = mode == "strong"
     b = float(np.max(ow[src] * (n[src] if strong else 1.0)))
+    if not exact.any():
+        par = [a.cats["compute"] - a.serial_compute for a, h in zip(aggs, has, strict=True) if h]
+        upper = compute.params["b"] if strong else float(np.mean(par))
+        b = float(np.sqrt(b * upper)) if upper > b else b
     fit = SeriesFit("b/N" if strong else "a", (b,), 0.0, None, {}, int(src.sum()), True)
     rmse = float(np.sqrt(np.mean((fit.predict(n[src]) - ow[src]) ** 2)))
     return SeriesFit(fit.form, fit.coef, rmse, None, {}, fit.n_points, True)
@@ -156,7 +163,7 @@ def fit_study(
     exposed = np.maximum(xfer - ow, 0.0)
     residual = series("communication.residual", np.maximum(comm - exposed, 0.0), n, w)
 
-    overlap = _fit_overlap(aggs, n, w, mode, series)
+    overlap = _fit_overlap(aggs, n, w, mode, cats["compute"], series)
     big = aggs[-1]
     ratio = big.serial_compute / big.cats["compute"] if big.cats["compute"] > 0 else 0.0
     model = StudyModel(mode, cats, residual, overlap, transfer, min(max(ratio, 0.0), 1.0), 0.0)
