@@ -108,10 +108,19 @@ def test_minimal_study_without_optional_keys_renders() -> None:
 
 
 def test_added_keys_are_rendered_when_present(strong: dict[str, Any]) -> None:
-    strong["studies"][0]["runs"][0]["step_stats"] = {"cv": 0.031}
     md = render(strong, "markdown")
-    assert "### Overheads that grow with N" in md
+    assert "### Overheads that grow with N\n\n- At N=64, AllReduce adds 13.0 ms per step" in md
+    assert "| 8 | 8 | 6 | 1.2% | 3 | 155.4 ms | 155.4 ms |" in md
+    sc = strong["studies"][0]["scaling"]
+    del sc["step_stats"]
+    sc["overheads"] = [{"world_size": 64, "overhead_s": 0.5}]
+    strong["studies"][0]["runs"][0]["step_stats"] = {"cv": 0.031}
+    sc["what_if"] = [dict(p, label="sync=0.5") for p in sc["projections"]]
+    md = render(strong, "markdown")
+    assert "| world_size | overhead_s |" in md
     assert "### Step statistics" in md and "0.031" in md
+    assert "| sync=0.5 | 64 | 117.0 ms | [112.3 ms, 122.8 ms] | 3.03x | 4.7% |" in md
+    validate(strong)
 
 
 def test_guess_format_and_unknown_format(strong: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ _SCALING_KEYS = (
     "amdahl_limit",
     "projections",
     "what_if",
+    "curve",
 )
 
 

@@ -249,7 +249,7 @@ def what_if_section(study: dict[str, Any]) -> Section | None:
         return None
     sec = Section("what_if", "What if", ["Scenario", *PROJ_HEADERS], left_cols=2)
     for e in entries:
-        name = str(e.get("label", "?"))
+        name = str(e.get("label") or e.get("scenario") or "?")
         projs = _l(e.get("projections")) if "projections" in e else [e]
         sec.rows.extend([name, *row] for row in projection_rows(projs))
     return sec
@@ -291,13 +291,38 @@ def generic_section(key: str, title: str, value: Any) -> Section | None:
 
 
 def step_stats_section(study: dict[str, Any]) -> Section | None:
-    """Per run step statistics when the study carries them (key 'step_stats' on runs)."""
+    """Step statistics: the scaling stage's list (CV, slowest rank) or free-form per-run dicts."""
+    stats = [s for s in _l(_d(study.get("scaling")).get("step_stats")) if isinstance(s, dict)]
+    if stats:
+        sec = Section("step_stats", "Step statistics")
+        sec.headers = ["N", "Ranks", "Steps", "CV", "Slowest rank", "Its mean", "Slowest per step"]
+        for s in stats:
+            slow = _d(s.get("slowest_rank"))
+            row = [
+                fmt.cell(s.get("world_size")),
+                fmt.cell(s.get("ranks")),
+                fmt.cell(s.get("steps")),
+            ]
+            row += [fmt.pct(s.get("cv")), fmt.cell(slow.get("rank")), fmt.secs(slow.get("mean"))]
+            sec.rows.append([*row, fmt.secs(s.get("slowest_per_step_mean"))])
+        sec.note = "CV: coefficient of variation of the step time; above 10% the steps are noisy."
+        return sec
     rows: list[dict[str, Any]] = []
     for r in runs_of(study):
         st = r.get("step_stats")
         if isinstance(st, dict):
             rows.append({"N": r.get("world_size"), **st})
     return generic_section("step_stats", "Step statistics", rows)
+
+
+def overheads_section(study: dict[str, Any]) -> Section | None:
+    """Overhead terms o_c(N): their own sentences when the scaling stage wrote them."""
+    value = _d(study.get("scaling")).get("overheads")
+    entries = _l(value)
+    if entries and all(isinstance(e, dict) and e.get("text") for e in entries):
+        items = [str(e["text"]) for e in entries]
+        return Section("overheads", "Overheads that grow with N", items=items)
+    return generic_section("overheads", "Overheads that grow with N", value)
 
 
 def study_block(study: dict[str, Any], index: int = 0, total: int = 1) -> Block:
@@ -312,10 +337,9 @@ def study_block(study: dict[str, Any], index: int = 0, total: int = 1) -> Block:
     warns = [str(w) for w in _l(study.get("warnings"))]
     if warns:
         sections.append(Section("warnings", "Warnings", items=warns))
-    sc = _d(study.get("scaling"))
     sections += [breakdown_section(study), collectives_section(study), points_section(study)]
     sections += [serial_section(study), models_section(study)]
-    sections.append(generic_section("overheads", "Overheads that grow with N", sc.get("overheads")))
+    sections.append(overheads_section(study))
     sections += [projections_section(study), what_if_section(study), stragglers_section(study)]
     sections.append(step_stats_section(study))
     return Block(title, lines, [s for s in sections if s is not None])

@@ -60,7 +60,8 @@
     var groups = {};
     ((st.scaling || {}).what_if || []).forEach(function (e) {
       var ps = e.projections ? e.projections : [e];
-      groups[e.label || "what-if"] = (groups[e.label || "what-if"] || []).concat(ps);
+      var name = e.label || e.scenario || "what-if";
+      groups[name] = (groups[name] || []).concat(ps);
     });
     return groups;
   }
@@ -81,10 +82,11 @@
     for (var i = 0; i <= 60; i++) { var n = Math.pow(2, lo + (hi - lo) * i / 60), v = n / base; if (v > ymax) { break; } ideal.push([x(n), y(v)]); }
     s += path(ideal, 'stroke="#888" stroke-dasharray="4 3"');
     if (amdahl && amdahl < ymax) { s += line(M.l, y(amdahl), W - M.r, y(amdahl), 'stroke="#d62728" stroke-dasharray="2 3"') + text(W - M.r - 4, y(amdahl) - 5, "Amdahl ceiling " + fixed(amdahl, 2) + "x", "end", 'style="fill:#d62728"'); }
-    var fitted = pts.slice(-1).concat(projs);
+    var curve = (sc.curve || []).filter(function (p) { return num(p.world_size) && num(p.speedup) !== null && p.world_size >= ns[0] && p.world_size <= ns[ns.length - 1]; });
+    var fitted = curve.length > 1 ? curve : pts.slice(-1).concat(projs);
     s += path(fitted.map(function (p) { return [x(p.world_size), y(p.speedup)]; }), 'stroke="#f28e2b" stroke-width="2" stroke-dasharray="6 3"');
     projs.forEach(function (p) { s += dot(x(p.world_size), y(p.speedup), "#f28e2b", "projected N=" + p.world_size + ": " + fixed(p.speedup, 2) + "x"); });
-    var k = 0, leg = [["ideal", "#888"], ["measured", "#1f77b4"], ["model (projected)", "#f28e2b"]];
+    var k = 0, leg = [["ideal", "#888"], ["measured", "#1f77b4"], [curve.length > 1 ? "model (fitted)" : "model (projected)", "#f28e2b"]];
     Object.keys(wi).forEach(function (name) {
       var c = EXTRA[k++ % EXTRA.length], ws = pts.slice(-1).concat(wi[name].filter(function (p) { return num(p.speedup) !== null; }));
       s += path(ws.map(function (p) { return [x(p.world_size), y(p.speedup)]; }), 'stroke="' + c + '" stroke-width="1.5" stroke-dasharray="3 2"');
