@@ -1,0 +1,102 @@
+"""Rank events -> one gzip Kineto file, byte-identical for the same inputs.
+
+No wall clock anywhere: gzip's header time is 0, file names and ``baseTimeNanoseconds`` are
+derived from the rank, and the event order is a seeded shuffle (real files are not sorted).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from tracescale.simulate.events import Event
+
+BASE_TIME_NS = 1_700_000_000_000_000_000
+HOSTNAME = "simhost"
+
+
+def rank_pid(rank: int) -> int:
+    """A plausible, deterministic process id per rank."""
+    return 41_000 + 17 * rank
+
+
+def file_name(rank: int) -> str:
+    """tensorboard_trace_handler style: ``{host}_{pid}.{time_ns}.pt.trace.json.gz``."""
+    return f"{HOSTNAME}_{rank_pid(rank)}.{BASE_TIME_NS + 1_000_003 * (rank + 1)}.pt.trace.json.gz"
+
+
+def device_properties(device: int) -> list[dict[str, Any]]:
+    """One fake GPU (the rank's local device)."""
+    return [
+        {
+            "id": device,
+            "name": "NVIDIA A100-SXM4-80GB (simulated)",
+            "totalGlobalMem": 85_899_345_920,
+            "computeMajor": 8,
+            "computeMinor": 0,
+            "maxThreadsPerBlock": 1024,
+            "maxThreadsPerMultiprocessor": 2048,
+            "regsPerBlock": 65536,
+            "warpSize": 32,
+            "sharedMemPerBlock": 49152,
+            "numSms": 108,
+            "regsPerMultiprocessor": 65536,
+            "sharedMemPerBlockOptin": 166912,
+            "sharedMemPerMultiprocessor": 167936,
+        }
+    ]
+
+
+def trace_document(
+    events: list[Event], metadata: list[Event], *, rank: int, world_size: int, device: int, seed: int
+) -> dict[str, Any]:
+    """The top-level trace object with the events in a seeded shuffled order."""
+    order = np.random.default_rng([seed, world_size, rank, 3]).permutation(len(events))
+    shuffled = [events[i] for i in order.tolist()]
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": device_properties(device),
+        "distributedInfo": {
+            "backend": "nccl",
+            "rank": rank,
+            "world_size": world_size,
+            "pg_count": 1,
+            "pg_config": [
+                {
+                    "pg_name": "0",
+                    "pg_desc": "default_pg",
+                    "backend_config": "cuda:nccl",
+                    "pg_size": world_size,
+                    "ranks": list(range(world_size)),
+                }
+            ],
+            "nccl_version": "2.21.5",
+        },
+        "record_shapes": 0,
+        "with_stack": 0,
+        "traceEvents": shuffled + metadata,
+        "traceName": file_name(rank)[: -len(".gz")],
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": BASE_TIME_NS,
+    }
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same folder + os.replace: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def write_trace(path: Path, document: dict[str, Any], level: int = 6) -> int:
+    """Encode, gzip (mtime 0, no file name in the header) and write; returns bytes written."""
+    raw = msgspec.json.encode(document)
+    data = gzip.compress(raw, compresslevel=level, mtime=0)
+    atomic_write(path, data)
+    return len(data)
