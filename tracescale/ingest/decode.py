@@ -8,7 +8,6 @@ counts the bad events instead of failing the whole file.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import zlib
@@ -21,10 +20,11 @@ from tracescale.ingest.build import build_trace
 from tracescale.ingest.trace import RankTrace
 
 DEFAULT_MEMORY_BUDGET = 8 * 1024**3  # bytes of decompressed JSON we accept per file
-_CHUNK = 16 * 1024 * 1024
+_CHUNK = 1024 * 1024  # compressed bytes read at a time
+_OUT_CHUNK = 1024 * 1024  # most decompressed bytes per zlib call (bigger ones overshoot RSS)
 
 
-class Args(msgspec.Struct, frozen=True):
+class Args(msgspec.Struct, frozen=True, gc=False):
     """The event args the analysis needs; everything else is skipped by the decoder."""
 
     correlation: int = -1
@@ -49,7 +49,7 @@ _NO_ARGS = Args()
 _NO_RAW = msgspec.Raw(b"")
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):
     """One trace event as the typed decoder sees it."""
 
     ph: str = ""
@@ -62,7 +62,7 @@ class Event(msgspec.Struct):
     args: Args = _NO_ARGS
 
 
-class PG(msgspec.Struct):
+class PG(msgspec.Struct, gc=False):
     pg_name: str = ""
     pg_desc: str = ""
     backend_config: str = ""
@@ -70,14 +70,14 @@ class PG(msgspec.Struct):
     ranks: list[int] = []
 
 
-class DistInfo(msgspec.Struct):
+class DistInfo(msgspec.Struct, gc=False):
     backend: str = ""
     rank: int = -1
     world_size: int = -1
     pg_config: list[PG] = []
 
 
-class Device(msgspec.Struct):
+class Device(msgspec.Struct, gc=False):
     name: str = ""
 
 
@@ -94,7 +94,7 @@ class TraceFile(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(Union[TraceFile, list[Event]])  # noqa: UP007
 
 
-def read_bytes(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> bytes:
+def read_bytes(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> bytes | bytearray:
     """The file's JSON bytes, gunzipped when it starts with the gzip magic (any file name)."""
     try:
         with open(path, "rb") as fh:
@@ -120,61 +120,95 @@ def read_bytes(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> byte
         raise InvalidTraceError(f"cannot read: {exc.strerror or exc}", path=path) from exc
 
 
-def _gunzip(fh: Any, path: str, memory_budget: int) -> bytes:
+def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
     """Inflate in large chunks with zlib, enforcing the budget before memory runs out."""
+    size = os.fstat(fh.fileno()).st_size
+    isize = 0
+    if size >= 18:
+        fh.seek(size - 4)
+        isize = int.from_bytes(fh.read(4), "little")  # gzip trailer: length mod 2**32
+        fh.seek(0)
+        if isize > memory_budget:
+            raise InvalidTraceError(
+                f"decompresses to {isize / 1e9:.1f} GB, over the memory budget of "
+                f"{memory_budget / 1e9:.1f} GB (raise it with --memory-budget)",
+                path=path,
+            )
     inflater = zlib.decompressobj(wbits=31)
-    parts: list[bytes] = []
-    total = 0
-    while True:
+    # Preallocated from the trailer so growth never holds two copies; grows if it lied.
+    buf = bytearray(isize)
+    filled = 0
+    while not inflater.eof:
         chunk = fh.read(_CHUNK)
         if not chunk:
             break
-        try:
-            out = inflater.decompress(chunk)
-        except zlib.error as exc:
-            raise InvalidTraceError(f"corrupt gzip data ({exc})", path=path) from exc
-        total += len(out)
-        if total > memory_budget:
-            raise InvalidTraceError(
-                f"decompressed size exceeds the memory budget of {memory_budget / 1e9:.1f} GB "
-                "(raise it with --memory-budget)",
-                path=path,
-            )
-        parts.append(out)
-        if inflater.eof:
-            break
+        while chunk and not inflater.eof:
+            try:
+                out = inflater.decompress(chunk, _OUT_CHUNK)
+            except zlib.error as exc:
+                raise InvalidTraceError(f"corrupt gzip data ({exc})", path=path) from exc
+            end = filled + len(out)
+            if end > memory_budget:
+                raise InvalidTraceError(
+                    "decompressed size exceeds the memory budget of "
+                    f"{memory_budget / 1e9:.1f} GB (raise it with --memory-budget)",
+                    path=path,
+                )
+            if end <= len(buf):
+                buf[filled:end] = out
+            else:
+                del buf[filled:]
+                buf += out
+            filled = end
+            chunk = inflater.unconsumed_tail
+    del buf[filled:]
     if not inflater.eof:
         raise InvalidTraceError("truncated gzip file (unexpected end of data)", path=path)
-    return b"".join(parts)
+    return buf
 
 
 def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> RankTrace:
     """Read one Kineto trace file into a :class:`RankTrace`.
 
-    Raises :class:`InvalidTraceError` naming what is wrong with the file.
+    ``memory_budget`` bounds the decompressed JSON size (peak memory is about twice that);
+    a bigger file fails before it is inflated. Raises :class:`InvalidTraceError` naming
+    what is wrong with the file.
     """
     data = read_bytes(path, memory_budget=memory_budget)
     size = os.path.getsize(path)
-    if not data.strip():
+    if not data or data.isspace():
         raise InvalidTraceError("empty file", path=path)
     try:
         doc = _DECODER.decode(data)
     except msgspec.ValidationError:
         return _load_lenient(data, path, size)
     except msgspec.DecodeError as exc:
-        if b"NaN" in data or b"Infinity" in data:
+        text = str(exc)
+        # NaN/Infinity (Python's json writes them) and bad UTF-8 in names: slow path copes.
+        if "UTF-8" in text or b"NaN" in data or b"Infinity" in data:
             return _load_lenient(data, path, size)
         raise InvalidTraceError(f"not valid JSON ({_short(exc)})", path=path) from exc
+    del data  # the Raw ts/dur texts keep the buffer alive only until the columns exist
     if isinstance(doc, list):
         return build_trace(path, size, events=doc, top=TraceFile())
     if doc.traceEvents is None:
-        raise InvalidTraceError(
-            "not a Kineto trace: no 'traceEvents' key (memory snapshot or execution trace?)",
-            path=path,
-        )
+        raise InvalidTraceError(_not_kineto(path), path=path)
     events = doc.traceEvents
     doc.traceEvents = []
     return build_trace(path, size, events=events, top=doc)
+
+
+def _not_kineto(path: str) -> str:
+    """Name the JSON kinds people pass by mistake, from the keys in the file's head."""
+    try:
+        head = open_text(path, 65536)
+    except (OSError, zlib.error, EOFError):
+        head = b""
+    if b'"nodes"' in head and (b'"schema"' in head or b'"finish_ts"' in head):
+        return "not a Kineto trace: this is a PyTorch execution trace (ExecutionTraceObserver)"
+    if b'"segments"' in head or b'"device_traces"' in head:
+        return "not a Kineto trace: this is a CUDA memory snapshot"
+    return "not a Kineto trace: no 'traceEvents' key (memory snapshot or execution trace?)"
 
 
 def _short(exc: Exception) -> str:
@@ -186,7 +220,7 @@ class _Num(str):
     """A JSON number kept as its text so the lenient path stays ns-exact."""
 
 
-def _load_lenient(data: bytes, path: str, size: int) -> RankTrace:
+def _load_lenient(data: bytes | bytearray, path: str, size: int) -> RankTrace:
     """Slow path: Python's json (accepts NaN/Infinity, big ints), then per-event checks."""
     try:
         text = data.decode("utf-8", errors="replace")
@@ -196,10 +230,7 @@ def _load_lenient(data: bytes, path: str, size: int) -> RankTrace:
     if isinstance(doc, dict):
         raw_events = doc.get("traceEvents")
         if raw_events is None:
-            raise InvalidTraceError(
-                "not a Kineto trace: no 'traceEvents' key (memory snapshot or execution trace?)",
-                path=path,
-            )
+            raise InvalidTraceError(_not_kineto(path), path=path)
         if not isinstance(raw_events, list):
             raise InvalidTraceError("'traceEvents' is not a list", path=path)
         top = _lenient_top(doc)
@@ -237,6 +268,10 @@ def _raw_number(value: Any) -> msgspec.Raw:
     return _NO_RAW
 
 
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _lenient_event(raw: Any) -> Event | None:
     if not isinstance(raw, dict):
         return None
@@ -251,9 +286,9 @@ def _lenient_event(raw: Any) -> Event | None:
             args = _NO_ARGS
     pid, tid = raw.get("pid", 0), raw.get("tid", 0)
     return Event(
-        ph=raw.get("ph") if isinstance(raw.get("ph"), str) else "",
-        cat=raw.get("cat") if isinstance(raw.get("cat"), str) else "",
-        name=raw.get("name") if isinstance(raw.get("name"), str) else "",
+        ph=_str(raw.get("ph")),
+        cat=_str(raw.get("cat")),
+        name=_str(raw.get("name")),
         pid=pid if isinstance(pid, str) else _as_int(pid, 0),
         tid=tid if isinstance(tid, str) else _as_int(tid, 0),
         ts=_raw_number(raw.get("ts")),
@@ -297,12 +332,10 @@ def _lenient_top(doc: dict[str, Any]) -> TraceFile:
         return TraceFile()
 
 
-def open_text(path: str) -> bytes:
-    """Decompressed bytes of a small file, for sniffing (used by discovery)."""
+def open_text(path: str, limit: int = 4096) -> bytes:
+    """The first ``limit`` decompressed bytes of a file, for sniffing."""
     with open(path, "rb") as fh:
-        head = fh.read(2)
-    if head == b"\x1f\x8b":
-        with gzip.open(path, "rb") as gz:
-            return gz.read(4096)
-    with open(path, "rb") as fh:
-        return fh.read(4096)
+        raw = fh.read(limit)
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    return zlib.decompressobj(wbits=31).decompress(raw, limit)

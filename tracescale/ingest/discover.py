@@ -21,7 +21,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
-_WS_DIR_RE = re.compile(r"(?:^|[^a-z])(?:ws|gpus?|n|world_size=|nproc)[_=-]?(\d+)(?:$|[^0-9])", re.I)
+_WS_DIR_RE = re.compile(
+    r"(?:^|[^a-z])(?:ws|gpus?|n|world_size=|nproc)[_=-]?(\d+)(?:$|[^0-9])", re.I
+)
 _WS_DIR_RE2 = re.compile(r"(?:^|[^0-9])(\d+)[_-]?(?:gpus?|ranks?)(?:$|[^a-z])", re.I)
 _RANK_RE = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.I)
 _SKIP_NAMES = {"truth.json", "tracescale.toml", "study.json"}
@@ -108,7 +110,9 @@ def discover(path: str) -> list[StudySpec]:
     files, dirs = _trace_files(path)
     if files:
         return [_study_from_run_folders(path, [path])]
-    run_dirs = [d for d in dirs if _trace_files(d)[0] or os.path.isfile(os.path.join(d, "tracescale.toml"))]
+    run_dirs = [
+        d for d in dirs if _trace_files(d)[0] or os.path.isfile(os.path.join(d, "tracescale.toml"))
+    ]
     if run_dirs and any(_trace_files(d)[0] for d in run_dirs):
         return [_study_from_run_folders(path, [d for d in run_dirs if _trace_files(d)[0]])]
     studies: list[StudySpec] = []
@@ -149,7 +153,11 @@ def _study_from_run_folders(study: str, folders: list[str]) -> StudySpec:
             label=" + ".join(p.label for p in parts),
             groups=tuple(g for p in parts for g in p.groups),
             warnings=tuple(w for p in parts for w in p.warnings)
-            + ((f"{len(parts)} folders with world size {ws} pooled as repeats",) if len(parts) > 1 else ()),
+            + (
+                (f"{len(parts)} folders with world size {ws} pooled as repeats",)
+                if len(parts) > 1
+                else ()
+            ),
         )
         runs.append(merged)
     return StudySpec(path=study, runs=tuple(runs), warnings=tuple(warnings))
@@ -169,7 +177,9 @@ def _make_run(heads: list[FileHead], folder: str, ws_hint: int | None, label: st
     sizes = {h.world_size for h in heads if h.world_size is not None}
     if len(sizes) > 1:
         detail = ", ".join(f"{os.path.basename(h.path)} (world size {h.world_size})" for h in heads)
-        raise InvalidTraceError(f"files of different world sizes in one folder: {detail}", path=folder)
+        raise InvalidTraceError(
+            f"files of different world sizes in one folder: {detail}", path=folder
+        )
     world = sizes.pop() if sizes else ws_hint
     ranked: list[RankFile] = []
     unknown: list[FileHead] = []
@@ -238,8 +248,12 @@ def _study_from_toml(study: str, toml_path: str) -> StudySpec:
             run = RunSpec(ws, run.label, run.groups, run.warnings)
         runs.setdefault(ws, []).append(run)
     out = [
-        RunSpec(ws, " + ".join(r.label for r in rs), tuple(g for r in rs for g in r.groups),
-                tuple(w for r in rs for w in r.warnings))
+        RunSpec(
+            ws,
+            " + ".join(r.label for r in rs),
+            tuple(g for r in rs for g in r.groups),
+            tuple(w for r in rs for w in r.warnings),
+        )
         for ws, rs in sorted(runs.items())
     ]
     return StudySpec(path=study, runs=tuple(out))

@@ -17,7 +17,26 @@ _MAX_INT_DIGITS = 16  # 16 integer µs digits (year ~2250) + 3 decimals fit int6
 _POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
 
 
+_BLOCK = 1 << 13  # rows per vectorized block: bounds the n x width scratch matrices
+
+
 def us_text_to_ns(
+    texts: Sequence[bytes],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Parse JSON number texts in µs to int64 ns; returns (values, valid), in blocks."""
+    n = len(texts)
+    if n <= _BLOCK:
+        return _parse_block(texts)
+    values = np.empty(n, dtype=np.int64)
+    valid = np.empty(n, dtype=np.bool_)
+    for lo in range(0, n, _BLOCK):
+        v, ok = _parse_block(texts[lo : lo + _BLOCK])
+        values[lo : lo + len(v)] = v
+        valid[lo : lo + len(v)] = ok
+    return values, valid
+
+
+def _parse_block(
     texts: Sequence[bytes],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """Parse JSON number texts in µs to int64 ns; returns (values, valid).
@@ -67,7 +86,7 @@ def us_text_to_ns(
     total += (np.where(sub, digits, 0).max(axis=1) >= 5).astype(np.int64)
     values[:] = np.where(plain, np.where(neg, -total, total), 0)
     valid[:] = plain
-    for i in np.flatnonzero(~plain):
+    for i in np.flatnonzero(~plain).tolist():
         parsed = _slow_parse(texts[i])
         if parsed is not None:
             values[i] = parsed

@@ -72,7 +72,9 @@ def find_steps(trace: RankTrace) -> StepWindows:
     numbers: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
-    step_names = {i: int(m.group(1)) for i, s in enumerate(trace.strings) if (m := _STEP_RE.match(s))}
+    step_names = {
+        i: int(m.group(1)) for i, s in enumerate(trace.strings) if (m := _STEP_RE.match(s))
+    }
     if step_names:
         idx = np.flatnonzero(on_main & np.isin(ev.name, np.array(list(step_names), dtype=np.int32)))
         last_end = None

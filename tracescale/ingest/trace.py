@@ -122,7 +122,9 @@ class RankTrace:
         fn = predicate if callable(predicate) else None
         if fn is None:
             raise TypeError("predicate must be callable")
-        return np.fromiter((bool(fn(s)) for s in self.strings), dtype=np.bool_, count=len(self.strings))
+        return np.fromiter(
+            (bool(fn(s)) for s in self.strings), dtype=np.bool_, count=len(self.strings)
+        )
 
     @property
     def span_ns(self) -> tuple[int, int]:

@@ -1,0 +1,212 @@
+"""``make bench``: ingest speed and peak memory against bare JSON decoding and HTA.
+
+Each (case, file) runs in a fresh subprocess so its peak RSS (``VmHWM``) is its own. Figures:
+best-of-N wall time, MB/s of decompressed JSON, ratio to bare ``orjson.loads``, peak RSS and the
+peak added over the interpreter after imports. To add a case (classify, ``--jobs``), append a
+:class:`Case` to :data:`CASES`; it gets the file path and its decompressed bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "hta"
+FILES: list[Path] = [
+    _TRACES / "df_index_resolver" / "df_index_resolver.json.gz",
+    _TRACES / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+]
+TARGET_VS_ORJSON = 1.5
+TARGET_VS_HTA = 10.0
+TARGET_RSS_VS_JSON = 2.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One thing to time: ``run(path, json_bytes)``; ``setup`` imports, untimed (None = skip)."""
+
+    name: str
+    run: Callable[[str, Any], object]
+    available: Callable[[], str | None] = lambda: None  # reason to skip, or None
+    needs_bytes: bool = False  # the decompressed bytes are read (untimed) before the run
+
+
+def _orjson(path: str, data: Any) -> object:
+    import orjson
+
+    return orjson.loads(data)
+
+
+def _msgspec(path: str, data: Any) -> object:
+    import msgspec
+
+    return msgspec.json.decode(data)
+
+
+def _tracescale(path: str, data: Any) -> object:
+    from tracescale.ingest.decode import load_trace
+    from tracescale.ingest.steps import find_steps
+
+    trace = load_trace(path)
+    return trace, find_steps(trace)
+
+
+def _hta_missing() -> str | None:
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        return "hta not installed (pip install 'tracescale[hta]', i.e. traceinsight)"
+    return None
+
+
+def _hta(path: str, data: Any) -> object:
+    import shutil
+    import tempfile
+
+    from hta.trace_analysis import TraceAnalysis
+
+    with tempfile.TemporaryDirectory() as tmp:  # HTA wants a folder of rank files
+        shutil.copy(path, os.path.join(tmp, "rank-0.json.gz"))
+        return TraceAnalysis(trace_dir=tmp)
+
+
+#: Benchmark cases, in report order. The first is the baseline ratios are taken against.
+CASES: list[Case] = [
+    Case("orjson.loads (bytes)", _orjson, needs_bytes=True),
+    Case("msgspec.json.decode (bytes)", _msgspec, needs_bytes=True),
+    Case("tracescale load_trace+find_steps (file)", _tracescale),
+    Case("HTA TraceAnalysis (file)", _hta, available=_hta_missing),
+]
+
+
+def _rss_kb(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _child(case_name: str, path: str, repeat: int) -> None:
+    """Run one case in this (fresh) process and print a JSON line of figures."""
+    import gc
+
+    from tracescale.ingest.decode import read_bytes
+
+    case = next(c for c in CASES if c.name == case_name)
+    json_size = len(read_bytes(path))
+    gc.collect()
+    base = _rss_kb("VmRSS")
+    data = read_bytes(path) if case.needs_bytes else None
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = case.run(path, data)
+        times.append(time.perf_counter() - t0)
+        del result
+        gc.collect()
+    out = {"seconds": min(times), "json_bytes": json_size, "base_kb": base}
+    out["peak_kb"] = _rss_kb("VmHWM")
+    print(json.dumps(out))
+
+
+def _measure(case: Case, path: Path, repeat: int) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "tracescale.bench", "--child", case.name, str(path)]
+    proc = subprocess.run(
+        [*cmd, "--repeat", str(repeat)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every case on every file and print the table; always exits 0 (a script, not a test)."""
+    parser = argparse.ArgumentParser(prog="python -m tracescale.bench")
+    parser.add_argument("files", nargs="*", type=Path, default=FILES)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(args.child, str(args.files[0]), args.repeat)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="tracescale ingest benchmark (best of %d)" % args.repeat)
+    for col in ("file", "case", "s", "MB/s", "x orjson", "peak RSS MB", "added MB", "x JSON"):
+        table.add_column(col, justify="left" if col in ("file", "case") else "right")
+    notes: list[str] = []
+    for path in args.files:
+        if not path.exists():
+            notes.append(f"{path}: missing (../shared/traces is beside the checkout in CI)")
+            continue
+        base_s = None
+        rows: dict[str, dict[str, Any]] = {}
+        for case in CASES:
+            reason = case.available()
+            if reason:
+                notes.append(f"{case.name}: skipped: {reason}")
+                continue
+            r = _measure(case, path, args.repeat)
+            rows[case.name] = r
+            if "error" in r:
+                table.add_row(path.parent.name, case.name, "error", r["error"][:60])
+                continue
+            base_s = base_s or r["seconds"]
+            mb = r["json_bytes"] / 1e6
+            added = (r["peak_kb"] - r["base_kb"]) / 1024
+            table.add_row(
+                path.parent.name,
+                case.name,
+                f"{r['seconds']:.3f}",
+                f"{mb / r['seconds']:.0f}",
+                f"{r['seconds'] / base_s:.2f}",
+                f"{r['peak_kb'] / 1024:.0f}",
+                f"{added:.0f}",
+                f"{added * 1024 * 1024 / r['json_bytes']:.2f}",
+            )
+        notes.extend(_verdict(path.parent.name, rows))
+    console.print(table)
+    console.print(
+        f"Targets: ingest <= {TARGET_VS_ORJSON}x orjson, >= {TARGET_VS_HTA}x faster than HTA, "
+        f"peak RSS added <= {TARGET_RSS_VS_JSON}x the JSON size."
+    )
+    for note in dict.fromkeys(notes):
+        console.print(f"- {note}")
+    return 0
+
+
+def _verdict(label: str, rows: dict[str, dict[str, Any]]) -> list[str]:
+    ours = rows.get(CASES[2].name, {})
+    base = rows.get(CASES[0].name, {})
+    hta = rows.get(CASES[3].name, {})
+    if "seconds" not in ours or "seconds" not in base:
+        return []
+    ratio = ours["seconds"] / base["seconds"]
+    rss = (ours["peak_kb"] - ours["base_kb"]) * 1024 / ours["json_bytes"]
+    out = [
+        f"{label}: ingest {ratio:.2f}x orjson "
+        f"({'meets' if ratio <= TARGET_VS_ORJSON else 'MISSES'} <= {TARGET_VS_ORJSON}x); "
+        f"peak RSS added {rss:.2f}x JSON "
+        f"({'meets' if rss <= TARGET_RSS_VS_JSON else 'MISSES'} <= {TARGET_RSS_VS_JSON}x)"
+    ]
+    if "seconds" in hta:
+        speed = hta["seconds"] / ours["seconds"]
+        verdict = "meets" if speed >= TARGET_VS_HTA else "MISSES"
+        out.append(f"{label}: {speed:.1f}x faster than HTA ({verdict} >= {TARGET_VS_HTA}x)")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
