@@ -142,7 +142,7 @@ def build_run(
                     .sum()
                 )
                 steps["communication_wait"] = steps["step"].map(exposed_wait).fillna(0.0)
-            values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64)
+            values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64, copy=True)
             for j, step in enumerate(steps["step"].tolist()):
                 mv = moves.get((r.rank, int(step)))
                 if mv is None or mv.sum() <= 0:
