@@ -13,6 +13,9 @@ from typing import Any, TypedDict
 
 from tracescale.report.fmt import label, num, secs
 
+#: Parts under 2% of the step are not worth a reader's attention as a finding.
+MIN_SHARE = 0.02
+
 
 class Finding(TypedDict):
     """One finding: the sentence, the category it is about (None: the whole step), its number."""
@@ -50,18 +53,20 @@ def _serial(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[flo
     out = []
     for cat, f in by_cat.items():
         fc = num(f)
-        if not fc or fc <= 0 or t <= 0:
+        if not fc or fc < MIN_SHARE or t <= 0:
             continue
         share = _bd(last, cat) / t
         cap = 1.0 / fc
         flat = len(runs) == 1 or _bd(last, cat) >= 0.7 * _bd(first, cat) > 0
-        if study.get("mode") == "weak" and share > 0:
+        if share < MIN_SHARE and (flat or study.get("mode") == "weak"):
+            continue
+        if study.get("mode") == "weak":
             text = (
                 f"{label(cat)} takes {share:.0%} of the step at {_gpus(n)} and is repeated on "
                 f"every rank: it counts toward the serial share of the scaled speedup"
             )
             out.append((share, Finding(text=text, category=cat, value=share)))
-        elif flat and share > 0:
+        elif flat:
             assumed = "is assumed not to shrink" if len(runs) == 1 else "does not shrink"
             text = (
                 f"{label(cat)} takes {share:.0%} of the step at {_gpus(n)} and {assumed} "
