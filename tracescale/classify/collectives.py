@@ -100,6 +100,7 @@ def collective_instances(
     strings = trace.strings
     if kind == "gpu":
         idx = np.flatnonzero(ev.is_device & (dev_t == 2))
+        idx = np.union1d(idx, _blocking_host_collectives(trace, dev_t, host_t, win))
     else:
         gloo = trace.string_mask(lambda s: s.startswith("gloo:"))
         idx = np.flatnonzero(~ev.is_device & on_comm_thread & gloo[ev.name])
@@ -144,6 +145,36 @@ def collective_instances(
         )
     cols = ["step", "collective", "seq", "order", "bytes", "group_size", "start_ns", "end_ns"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _blocking_host_collectives(
+    trace: RankTrace, dev_t: np.ndarray, host_t: np.ndarray, win: StepWindows
+) -> np.ndarray:
+    """Main-thread collective calls that launch no communication kernel (barrier, gloo, ...).
+
+    The host blocks in them (e.g. ``c10d::barrier`` while rank 0 reduces), so they are waits to
+    match across ranks like kernels; NCCL calls that enqueue a kernel are represented by it.
+    """
+    ev = trace.events
+    main = (~ev.is_device) & (ev.pid == win.main_pid) & (ev.tid == win.main_tid)
+    skip = trace.string_mask(lambda s: s == "record_param_comms" or s.startswith("nccl:"))
+    cand = np.flatnonzero(main & (host_t == 3) & ~skip[ev.name])
+    if cand.size == 0:
+        return cand
+    comm_corr = ev.correlation[ev.is_device & (dev_t == 2) & (ev.correlation >= 0)]
+    launch = ~ev.is_device & (ev.correlation >= 0) & np.isin(ev.correlation, comm_corr)
+    launch_t = np.sort(ev.start[launch])
+    s, e = ev.start[cand], ev.start[cand] + ev.dur[cand]
+    has_kernel = np.searchsorted(launch_t, e, side="left") > np.searchsorted(launch_t, s, "left")
+    cand = cand[~has_kernel]
+    # Keep only outermost calls: a c10d op nested in another collective call is the same wait.
+    keep: list[int] = []
+    last_end = -1
+    for i in cand.tolist():
+        if ev.start[i] >= last_end:
+            keep.append(i)
+            last_end = int(ev.start[i] + ev.dur[i])
+    return np.array(keep, dtype=np.int64)
 
 
 def type_layers(
