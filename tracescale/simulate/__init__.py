@@ -24,7 +24,13 @@ from tracescale.simulate.truth import (
     true_speedup,
     true_step_time,
 )
-from tracescale.simulate.writer import atomic_write, file_name, rank_pid, trace_document, write_trace
+from tracescale.simulate.writer import (
+    atomic_write,
+    file_name,
+    rank_pid,
+    trace_document,
+    write_trace,
+)
 
 __all__ = [
     "SimParams",

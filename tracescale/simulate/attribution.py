@@ -10,6 +10,7 @@ last-arriving rank over the same interval (cross-rank cause).
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass
 
 from tracescale.categories import CATEGORIES
@@ -33,13 +34,16 @@ class StepTruth:
     transfer: int  # communication kernel transfer time
 
 
+Payload = tuple[int, int, str]
+
+
 class _Cursor:
     """Membership of sorted, disjoint intervals for monotonically advancing query points."""
 
-    def __init__(self, items: list[tuple[int, int, object]]) -> None:
+    def __init__(self, items: list[tuple[int, int, Payload]]) -> None:
         self.items, self.i = items, 0
 
-    def at(self, t: int) -> object | None:
+    def at(self, t: int) -> Payload | None:
         while self.i < len(self.items) and self.items[self.i][1] <= t:
             self.i += 1
         if self.i < len(self.items) and self.items[self.i][0] <= t:
@@ -65,13 +69,14 @@ def base_partition(rec: StepRecord) -> tuple[list[Segment], int, int, int]:
         if w >= 0:
             points.add(w)
     cuts = sorted(t for t in points if lo <= t <= hi)
-    compute = _Cursor([(a, b, True) for a, b in rec.compute])
-    memcpy = _Cursor([(a, b, True) for a, b in rec.memcpy])
-    comm = _Cursor([(a, b, (x, late)) for a, x, b, late in rec.comm])
-    labels = _Cursor([(a, b, (lab, late, w)) for a, b, lab, late, w in rec.labels])
+    none: Payload = (0, 0, "")
+    compute = _Cursor([(a, b, none) for a, b in rec.compute])
+    memcpy = _Cursor([(a, b, none) for a, b in rec.memcpy])
+    comm = _Cursor([(a, b, (x, late, "")) for a, x, b, late in rec.comm])
+    labels = _Cursor([(a, b, (late, w, lab)) for a, b, lab, late, w in rec.labels])
     segments: list[Segment] = []
     overlapped = 0
-    for a, b in zip(cuts, cuts[1:], strict=False):
+    for a, b in itertools.pairwise(cuts):
         if b <= a:
             continue
         cat, late = _classify(rec, a, compute, memcpy, comm, labels)
@@ -90,17 +95,17 @@ def base_partition(rec: StepRecord) -> tuple[list[Segment], int, int, int]:
 def _classify(
     rec: StepRecord, t: int, compute: _Cursor, memcpy: _Cursor, comm: _Cursor, labels: _Cursor
 ) -> tuple[str, int]:
-    if compute.at(t):
+    if compute.at(t) is not None:
         return "compute", -1
-    if memcpy.at(t):
+    if memcpy.at(t) is not None:
         return "memcpy", -1
     kernel = comm.at(t)
     if kernel is not None:
-        xfer, late = kernel  # type: ignore[misc]
+        xfer, late, _ = kernel
         return (WAIT, late) if t < xfer and late != rec.rank else ("communication", -1)
     label = labels.at(t)
     if label is not None:
-        lab, late, wait_end = label  # type: ignore[misc]
+        late, wait_end, lab = label
         if lab == "collective":
             return (WAIT, late) if t < wait_end and late != rec.rank else ("communication", -1)
         return {"dataloader": "dataloader", "sync_call": "sync", "reduction": "reduction"}[lab], -1

@@ -74,7 +74,11 @@ class Emitter:
         corr = self.next_corr()
         cbid = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41}.get(name, 131)
         self.host(
-            "cuda_runtime", name, start, end, {"External id": ext, "cbid": cbid, "correlation": corr}
+            "cuda_runtime",
+            name,
+            start,
+            end,
+            {"External id": ext, "cbid": cbid, "correlation": corr},
         )
         return corr
 

@@ -81,9 +81,20 @@ _FIELDS = {f.name: f for f in dataclasses.fields(SimParams)}
 def _check(p: SimParams) -> None:
     """Reject values the schedule cannot honour, so no trace is silently wrong."""
     nonneg = (
-        "dl_serial dl_parallel h2d_time fwd_time bwd_time opt_time fill_kernel_time host_work "
-        "alpha sync_stall reduce_time barrier_latency jitter"
-    ).split()
+        "dl_serial",
+        "dl_parallel",
+        "h2d_time",
+        "fwd_time",
+        "bwd_time",
+        "opt_time",
+        "fill_kernel_time",
+        "host_work",
+        "alpha",
+        "sync_stall",
+        "reduce_time",
+        "barrier_latency",
+        "jitter",
+    )
     for name in nonneg:
         value = getattr(p, name)
         if not math.isfinite(value) or value < 0:
@@ -158,5 +169,7 @@ def help_table() -> str:
     defaults = SimParams()
     lines = []
     for name, (unit, text) in PARAM_DOCS.items():
-        lines.append(f"  {name:<18} {getattr(defaults, name)!s:>11} {unit:<8} {text}")
+        value = getattr(defaults, name)
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        lines.append(f"  {name:<18} {shown:>10} {unit:<8} {text}")
     return "\n".join(lines)

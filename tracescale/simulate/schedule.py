@@ -176,7 +176,9 @@ class RankStep:
         ext, corr, launch_end = nest_launch(em, ops, "cudaLaunchKernel", self.h, c)
         start = max(self.free, launch_end)
         grid = K.GRID.get(name, [256, 1, 1])
-        em.gpu(cat, name, COMPUTE_STREAM, start, start + dur, ext, corr, grid=grid, block=[256, 1, 1])
+        em.gpu(
+            cat, name, COMPUTE_STREAM, start, start + dur, ext, corr, grid=grid, block=[256, 1, 1]
+        )
         self.rec.add_compute(start, start + dur)
         self.free = start + dur
         self.h += c
@@ -196,7 +198,9 @@ class RankStep:
         for _ in range(nzg):
             self._launch(("aten::zero_", "aten::fill_"), K.FILL, ns(p.fill_kernel_time))
         work = ns(p.host_work * self.f["host"])
-        host_ops(em, ("aten::select", "aten::slice", "aten::unbind", "aten::view"), self.h, self.h + work)
+        host_ops(
+            em, ("aten::select", "aten::slice", "aten::unbind", "aten::view"), self.h, self.h + work
+        )
         self.h += work
         ext, corr, launch_end = nest_launch(
             em, ("aten::to", "aten::_to_copy", "aten::copy_"), "cudaMemcpyAsync", self.h, c
@@ -213,7 +217,9 @@ class RankStep:
         self.free = ms + h2d
         self.h += c
         slow = p.straggler_factor if self.rank == plan.straggler else 1.0
-        self._phase("fwd", K.FWD_LAYER, plan.fwd_cum, p.fwd_time * slow, "DistributedDataParallel.forward")
+        self._phase(
+            "fwd", K.FWD_LAYER, plan.fwd_cum, p.fwd_time * slow, "DistributedDataParallel.forward"
+        )
         self._phase("bwd", K.BWD_LAYER, plan.bwd_cum, p.bwd_time * slow, None)
         return self.ready
 
@@ -282,7 +288,9 @@ class RankStep:
         ret = max(drain, sync_start) + SYNC_RETURN_NS
         item_end = ret + ITEM_TAIL_NS
         em.op("cpu_op", "aten::item", h, item_end)
-        ext = em.op("cpu_op", "aten::_local_scalar_dense", h + c // 16, item_end - ITEM_TAIL_NS // 2)
+        ext = em.op(
+            "cpu_op", "aten::_local_scalar_dense", h + c // 16, item_end - ITEM_TAIL_NS // 2
+        )
         corr = em.runtime("cudaMemcpyAsync", launch_end - c // 3, launch_end, ext)
         em.gpu("gpu_memcpy", K.D2H, COMPUTE_STREAM, d2h_start, drain, ext, corr, bytes=4)
         em.runtime("cudaStreamSynchronize", sync_start, ret, ext)
@@ -292,12 +300,16 @@ class RankStep:
         self.free = drain
         self.h = item_end
         stall = ns(p.sync_stall * self.f["stall"])
-        host_ops(em, ("aten::to", "aten::_to_copy", "aten::add_", "aten::div"), self.h, self.h + stall)
+        host_ops(
+            em, ("aten::to", "aten::_to_copy", "aten::add_", "aten::div"), self.h, self.h + stall
+        )
         self.h += stall
         if self.rank == 0:
             red = ns(p.reduce_time * self.f["reduce"])
             em.op("user_annotation", "reduce_metrics", self.h, self.h + red)
-            host_ops(em, ("aten::stack", "aten::mean", "aten::sum", "aten::div"), self.h, self.h + red)
+            host_ops(
+                em, ("aten::stack", "aten::mean", "aten::sum", "aten::div"), self.h, self.h + red
+            )
             rec.labels.append((self.h, self.h + red, "reduction", -1, -1))
             self.h += red
         self.arrival = self.h
@@ -360,7 +372,9 @@ def run_steps(
     start = T0_NS
     for k in range(steps):
         rs = {
-            r: RankStep(plan, r, k, start, factors[r][k], Emitter(rank=r, pid=0, device=0, enabled=False))
+            r: RankStep(
+                plan, r, k, start, factors[r][k], Emitter(rank=r, pid=0, device=0, enabled=False)
+            )
             for r in ranks
         }
         comm = combine_comm(plan, {r: s.front() for r, s in rs.items()}, cfac[k])

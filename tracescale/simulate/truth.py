@@ -113,7 +113,7 @@ def _exposed(plan: Plan, bwd: float, xfer: list[float]) -> float:
 
 
 def closed_form(params: SimParams, mode: str, n: int) -> dict[str, float]:
-    """Formula step time terms at N: ``serial``, ``parallel``, ``straggler``, ``comm``, ``total``."""
+    """Step time at N by formula: ``serial``, ``parallel``, ``straggler``, ``comm``, ``total``."""
     a, b = model_terms(params)
     plan = make_plan(params, n, mode)
     div = n if mode == "strong" else 1
@@ -238,4 +238,3 @@ def build_truth(
         },
         "speedup": {str(n): true_speedup(params, mode, n) for n in targets},
     }
-

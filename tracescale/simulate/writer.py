@@ -53,7 +53,13 @@ def device_properties(device: int) -> list[dict[str, Any]]:
 
 
 def trace_document(
-    events: list[Event], metadata: list[Event], *, rank: int, world_size: int, device: int, seed: int
+    events: list[Event],
+    metadata: list[Event],
+    *,
+    rank: int,
+    world_size: int,
+    device: int,
+    seed: int,
 ) -> dict[str, Any]:
     """The top-level trace object with the events in a seeded shuffled order."""
     order = np.random.default_rng([seed, world_size, rank, 3]).permutation(len(events))
