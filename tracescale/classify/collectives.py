@@ -95,7 +95,7 @@ def collective_instances(
     win: StepWindows,
     kind: str,
 ) -> pd.DataFrame:
-    """One row per collective instance: step, collective, seq, bytes, group_size, start_ns, end_ns."""
+    """One row per collective instance: step, collective, seq, bytes, group_size, start/end ns."""
     ev = trace.events
     strings = trace.strings
     if kind == "gpu":
@@ -183,7 +183,7 @@ def type_layers(
     """Intervals per collective type (device instances and host collective calls), clipped."""
     ev = trace.events
     out: dict[str, tuple[list[int], list[int]]] = {}
-    for ctype, s, e in zip(coll["collective"], coll["start_ns"], coll["end_ns"]):
+    for ctype, s, e in zip(coll["collective"], coll["start_ns"], coll["end_ns"], strict=True):
         a, b = out.setdefault(str(ctype), ([], []))
         a.append(max(int(s), lo))
         b.append(min(int(e), hi))

@@ -76,6 +76,8 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     main = host & (ev.pid == win.main_pid) & (ev.tid == win.main_tid) & ~is_step
     gloo_threads = _comm_threads(trace)
     on_comm_thread = np.isin(ev.tid, np.array(sorted(gloo_threads), dtype=np.int64)) & host
+    # A gloo:* op recorded on the main thread itself must not make it a collective thread.
+    on_comm_thread &= ~((ev.pid == win.main_pid) & (ev.tid == win.main_tid))
     cat_is_op = np.isin(ev.cat, np.array([trace.string_id(c) for c in _OP_CATS], dtype=np.int32))
 
     layers: dict[str, tuple[I64, I64]] = {}
@@ -263,7 +265,8 @@ def _exposed(coll: pd.DataFrame, segs: Segments) -> pd.DataFrame:
     """Seconds of each instance during which the rank's timeline says `communication`."""
     comm = CAT["communication"]
     exposed = [
-        float(segs.time_in(int(s), int(e))[comm]) for s, e in zip(coll["start_ns"], coll["end_ns"])
+        float(segs.time_in(int(s), int(e))[comm])
+        for s, e in zip(coll["start_ns"], coll["end_ns"], strict=True)
     ]
     coll = coll.copy()
     coll["exposed"] = exposed

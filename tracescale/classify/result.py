@@ -24,7 +24,7 @@ STEP_COLUMNS: tuple[str, ...] = (
     "communication_wait",  # raw time spent waiting in collectives for late ranks (before cause)
     "comm_transfer",  # busy time (union) of communication kernels / gloo transfers in the step
     "overlap_window",  # compute busy time between the step's first comm start and last comm end
-    "serial_compute",  # compute inside replicated regions (Optimizer.step): serial under weak scaling
+    "serial_compute",  # compute inside replicated regions (Optimizer.*): serial in weak scaling
 )
 
 #: Columns of :attr:`RunBreakdown.collectives`: one row per collective instance per rank.

@@ -58,7 +58,7 @@ def _parse(text: str, origin: str) -> tuple[list[Rule], list[Rule]]:
             if not isinstance(entry, dict) or "pattern" not in entry or "target" not in entry:
                 raise UsageError(f"each [[{section}]] needs pattern and target", path=origin)
             target = str(entry["target"])
-            if section == "host" and target not in allowed + ("compute",):
+            if section == "host" and target not in (*allowed, "compute"):
                 raise UsageError(
                     f"unknown host target {target!r} (one of {', '.join(allowed)})", path=origin
                 )

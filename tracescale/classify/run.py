@@ -21,7 +21,7 @@ _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, a
 
 
 def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], list[str]]:
-    """Join the ranks' instances on (collective, seq); returns rows with transfer/wait and offsets."""
+    """Join the ranks' instances on (collective, seq): rows with transfer/wait, and offsets."""
     warnings: list[str] = []
     frames = [r.collectives for r in ranks if len(r.collectives)]
     if not frames:
@@ -75,7 +75,7 @@ def _cause(
         if late is None:
             continue
         lo = int(row.start_ns)
-        hi = lo + int(round(row.wait * 1e9))
+        hi = lo + round(row.wait * 1e9)
         mine = me.segments
         exposed = _comm_pieces(mine, lo, hi)
         if not exposed:
@@ -105,7 +105,7 @@ def _comm_pieces(segs: object, lo: int, hi: int) -> list[tuple[int, int]]:
     i0 = int(np.searchsorted(segs.end, lo, side="right"))
     i1 = int(np.searchsorted(segs.start, hi, side="left"))
     out = []
-    for s, e, c in zip(segs.start[i0:i1], segs.end[i0:i1], segs.cat[i0:i1]):
+    for s, e, c in zip(segs.start[i0:i1], segs.end[i0:i1], segs.cat[i0:i1], strict=True):
         if c == _COMM:
             a, b = max(int(s), lo), min(int(e), hi)
             if b > a:
