@@ -63,7 +63,7 @@ def _hta_missing() -> str | None:
     try:
         import hta  # noqa: F401
     except ImportError:
-        return "hta not installed (pip install 'tracescale[hta]', i.e. traceinsight)"
+        return "hta not installed (pip install traceinsight, the hta extra)"
     return None
 
 
@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    table = Table(title="tracescale ingest benchmark (best of %d)" % args.repeat)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"tracescale ingest benchmark (best of {args.repeat})")
     for col in ("file", "case", "s", "MB/s", "x orjson", "peak RSS MB", "added MB", "x JSON"):
         table.add_column(col, justify="left" if col in ("file", "case") else "right")
     notes: list[str] = []

@@ -42,7 +42,7 @@ def _head_bytes(path: str) -> bytes:
 
 
 def sniff(path: str, *, strict: bool) -> FileHead:
-    """Head facts of ``path``; with ``strict`` a non-trace raises, else it is reported in ``error``."""
+    """Head facts of ``path``; with ``strict`` a non-trace raises, else it goes in ``error``."""
     try:
         size = os.path.getsize(path)
         head = _head_bytes(path)

@@ -1,4 +1,4 @@
-"""Training-step windows: ``ProfilerStep#N`` on the main thread, extended to the GPU work it launched.
+"""Step windows: ``ProfilerStep#N`` on the main thread, extended to the GPU work it launched.
 
 A step's GPU kernels often run after its host window closes (the host runs ahead). Attributing by
 time window would hand them to the next step, so a step's window ends when the last device event

@@ -1,0 +1,259 @@
+"""``tracescale inspect PATH``: what is in the traces, before any analysis.
+
+Per study, run and rank: file, size, events, traced span, steps, GPUs and streams, collectives,
+rank/world size and warnings. A bad rank file in a multi-file run is a warning row (exit 0)
+unless ``--strict`` (exit 3): the user sees everything that is fine plus what is not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any
+
+import click
+import numpy as np
+
+from tracescale.errors import InvalidTraceError
+from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
+from tracescale.ingest.discover import RankFile, RunSpec, StudySpec, discover
+from tracescale.ingest.group import load_group
+from tracescale.ingest.steps import find_steps
+from tracescale.ingest.trace import RankTrace
+
+_DEVICE_COLL = re.compile(r"^(nccl|rccl|hccl)", re.I)  # NCCL/RCCL/HCCL kernels, by name
+_TYPES = (
+    ("allreduce", re.compile(r"all_?reduce", re.I)),
+    ("reducescatter", re.compile(r"reduce_?scatter", re.I)),
+    ("allgather", re.compile(r"all_?gather", re.I)),
+    ("alltoall", re.compile(r"all_?to_?all", re.I)),
+    ("broadcast", re.compile(r"broadcast|bcast", re.I)),
+    ("barrier", re.compile(r"barrier", re.I)),
+    ("sendrecv", re.compile(r"send|recv", re.I)),
+)
+
+
+def collective_kind(text: str) -> str:
+    """Normalized collective type of a kernel/op name or ``Collective name``."""
+    return next((kind for kind, rx in _TYPES if rx.search(text)), "other")
+
+
+def _count(trace: RankTrace, idx: np.ndarray[Any, Any]) -> dict[str, int]:
+    ev, strings = trace.events, trace.strings
+    counts: dict[str, int] = {}
+    for name_id, coll_id in zip(ev.name[idx].tolist(), ev.coll_name[idx].tolist(), strict=True):
+        kind = collective_kind(strings[coll_id] if coll_id >= 0 else strings[name_id])
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def collectives(trace: RankTrace) -> dict[str, Any]:
+    """Device collective kernels by type, and host collective ops by type.
+
+    Host ops come from one source only, the first present of ``nccl:*``/``gloo:*``
+    annotations and ``c10d::*`` ops, so one collective is not counted twice (c10d enqueues,
+    then the backend annotates). Sampled traces may hold the host op but not its kernel.
+    """
+    ev = trace.events
+    out: dict[str, Any] = {"kernels": {}, "host": {}, "host_source": ""}
+    if len(ev) == 0:
+        return out
+    kern = trace.string_mask(lambda s: bool(_DEVICE_COLL.match(s)))
+    out["kernels"] = _count(trace, np.flatnonzero(ev.is_device & kern[ev.name]))
+    host = ~ev.is_device
+    for source, prefixes in (("nccl:*/gloo:*", ("nccl:", "gloo:")), ("c10d::*", ("c10d::",))):
+        mask = trace.string_mask(lambda s, p=prefixes: s.startswith(p))
+        idx = np.flatnonzero(host & mask[ev.name])
+        if len(idx):
+            out["host"], out["host_source"] = _count(trace, idx), source
+            break
+    return out
+
+
+def _colls_text(c: dict[str, Any]) -> str:
+    parts = []
+    if c["kernels"]:
+        parts.append("kernels: " + ", ".join(f"{k} {v}" for k, v in c["kernels"].items()))
+    if c["host"]:
+        host = ", ".join(f"{k} {v}" for k, v in c["host"].items())
+        parts.append(f"host {c['host_source']}: {host}")
+    return "; ".join(parts) or "none"
+
+
+def rank_summary(trace: RankTrace, rf: RankFile, world_size: int) -> dict[str, Any]:
+    """The inspect row of one rank (seconds, plain JSON types)."""
+    ev = trace.events
+    steps = find_steps(trace)
+    lo, hi = trace.span_ns
+    dev = ev.is_device
+    gpu = np.where(ev.device[dev] >= 0, ev.device[dev], ev.pid[dev])  # old traces: pid = GPU
+    stream = np.where(ev.stream[dev] >= 0, ev.stream[dev], ev.tid[dev])
+    warnings = [f"{n} {what} skipped" for what, n in trace.meta.skipped.items()]
+    warnings.extend(steps.warnings)
+    if rf.rank_from == "order":
+        warnings.append(f"no rank in the file: taken as rank {rf.rank} by order")
+    durations = (steps.end - steps.start) / 1e9
+    return {
+        "file": trace.meta.path,
+        "size_bytes": trace.meta.size_bytes,
+        "rank": rf.rank,
+        "rank_from": rf.rank_from,
+        "world_size": trace.meta.world_size or world_size,
+        "events": len(ev),
+        "span_s": (hi - lo) / 1e9,
+        "steps": {
+            "count": 0 if steps.synthetic else len(steps),
+            "numbers": [] if steps.synthetic else steps.numbers.tolist(),
+            "mean_s": float(durations.mean()) if len(steps) and not steps.synthetic else None,
+        },
+        "gpus": sorted(set(gpu.tolist())),
+        "streams": len(set(zip(gpu.tolist(), stream.tolist(), strict=True))),
+        "collectives": collectives(trace),
+        "warnings": warnings,
+        "error": None,
+    }
+
+
+def _error_row(rf: RankFile, exc: InvalidTraceError) -> dict[str, Any]:
+    return {"file": rf.path, "size_bytes": rf.size, "rank": rf.rank, "error": exc.message}
+
+
+def run_summary(run: RunSpec, memory_budget: int) -> dict[str, Any]:
+    """Rows of every rank file of a run, bad files as error rows."""
+    rows: list[dict[str, Any]] = []
+    for group in run.groups:
+        errors: dict[str, dict[str, Any]] = {}
+
+        def on_error(rf: RankFile, exc: InvalidTraceError, errors: Any = errors) -> None:
+            errors[rf.path] = _error_row(rf, exc)
+
+        traces = load_group(group, memory_budget=memory_budget, on_error=on_error)
+        first = {}
+        for rf in group.files:
+            first.setdefault(rf.rank, rf)
+        for trace in traces:
+            rank = trace.meta.rank if trace.meta.rank is not None else -1
+            rf = next((f for f in group.files if f.path == trace.meta.path), None)
+            rf = rf or first.get(rank) or RankFile(trace.meta.path, rank, 0, "order")
+            rows.append(rank_summary(trace, rf, run.world_size))
+        rows.extend(errors.values())
+    rows.sort(key=lambda r: (r["rank"], r["file"]))
+    return {
+        "world_size": run.world_size,
+        "label": run.label,
+        "folders": [g.folder for g in run.groups],
+        "ranks": rows,
+        "warnings": list(run.warnings),
+    }
+
+
+def inspect_path(path: str, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> list[dict[str, Any]]:
+    """The inspect document: one dict per study (the ``--format json`` output)."""
+    out = []
+    for study in discover(path):
+        out.append(_study_summary(study, memory_budget))
+    return out
+
+
+def _study_summary(study: StudySpec, memory_budget: int) -> dict[str, Any]:
+    runs = [run_summary(r, memory_budget) for r in study.runs]
+    return {"path": study.path, "runs": runs, "warnings": list(study.warnings)}
+
+
+def _bad_files(doc: list[dict[str, Any]]) -> list[str]:
+    bad = [
+        f"{r['file']}: {r['error']}"
+        for s in doc
+        for run in s["runs"]
+        for r in run["ranks"]
+        if r.get("error")
+    ]
+    bad.extend(w for s in doc for w in s["warnings"] if ": skipped: " in w)
+    return bad
+
+
+def _fmt_size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def _steps_text(steps: dict[str, Any]) -> str:
+    if not steps["count"]:
+        return "none"
+    nums = steps["numbers"]
+    shown = f"{nums[0]}-{nums[-1]}" if nums == list(range(nums[0], nums[-1] + 1)) else ""
+    shown = shown or ",".join(map(str, nums[:6])) + ("..." if len(nums) > 6 else "")
+    return f"{steps['count']} (#{shown}), mean {steps['mean_s'] * 1e3:.1f} ms"
+
+
+def render_table(doc: list[dict[str, Any]]) -> None:
+    """Rich tables, one per run; warnings under each."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    for study in doc:
+        for run in study["runs"]:
+            table = Table(title=f"{study['path']}: world size {run['world_size']} ({run['label']})")
+            for col in ("rank", "file", "size", "events", "span s", "steps", "GPUs/streams"):
+                table.add_column(col, overflow="fold")
+            table.add_column("collectives", overflow="fold")
+            for r in run["ranks"]:
+                name = escape(os.path.basename(r["file"]))
+                if r.get("error"):
+                    table.add_row(
+                        str(r["rank"]), name, _fmt_size(r["size_bytes"]), "[red]error[/]",
+                        "", escape(r["error"]), "", "",
+                    )  # fmt: skip
+                    continue
+                table.add_row(
+                    f"{r['rank']}/{r['world_size']}",
+                    name,
+                    _fmt_size(r["size_bytes"]),
+                    str(r["events"]),
+                    f"{r['span_s']:.3f}",
+                    _steps_text(r["steps"]),
+                    f"{len(r['gpus'])}/{r['streams']}" if r["gpus"] else "CPU only",
+                    _colls_text(r["collectives"]),
+                )
+            console.print(table)
+            notes = list(run["warnings"])
+            notes.extend(
+                f"{os.path.basename(r['file'])}: {w}"
+                for r in run["ranks"]
+                for w in r.get("warnings", ())
+            )
+            notes.extend(f"{r['file']}: {r['error']}" for r in run["ranks"] if r.get("error"))
+            for note in notes:
+                console.print(f"[yellow]warning:[/] {escape(note)}")
+        for note in study["warnings"]:
+            console.print(f"[yellow]warning:[/] {escape(note)}")
+
+
+@click.command(epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data (--strict); 4 no traces.")
+@click.argument("path", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--strict", is_flag=True, help="Exit 3 when any rank file is bad.")
+@click.option(
+    "--memory-budget",
+    type=float,
+    default=DEFAULT_MEMORY_BUDGET / 1e9,
+    show_default=True,
+    help="Largest decompressed trace to read, in GB.",
+)
+def inspect(path: str, fmt: str, strict: bool, memory_budget: float) -> None:
+    """What the traces under PATH contain: ranks, steps, GPUs, collectives, warnings."""
+    doc = inspect_path(path, memory_budget=int(memory_budget * 1e9))
+    bad = _bad_files(doc)
+    if not any(r.get("error") is None for s in doc for run in s["runs"] for r in run["ranks"]):
+        first = next((r for s in doc for run in s["runs"] for r in run["ranks"]), None)
+        if first is not None:
+            raise InvalidTraceError(first["error"], path=first["file"])
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        render_table(doc)
+    if strict and bad:
+        raise InvalidTraceError(f"{len(bad)} bad rank file(s) (--strict): {bad[0]}")
