@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -36,12 +37,12 @@ def _files(root: Path) -> dict[str, bytes]:
     }
 
 
-def _events(path: Path) -> tuple[dict, list[dict]]:
+def _events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     doc = json.loads(gzip.decompress(path.read_bytes()))
     return doc, [e for e in doc["traceEvents"] if e["ph"] == "X"]
 
 
-def _ranks(root: Path, n: int) -> dict[int, list[dict]]:
+def _ranks(root: Path, n: int) -> dict[int, list[dict[str, Any]]]:
     out = {}
     for path in sorted((root / f"ws{n}").glob("*.pt.trace.json.gz")):
         doc, events = _events(path)
@@ -50,7 +51,7 @@ def _ranks(root: Path, n: int) -> dict[int, list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     root = tmp_path_factory.mktemp("sim")
     truth = simulate([1, 2, 4], root, steps=3, seed=7, params=_params())
     return root, truth
@@ -73,7 +74,7 @@ def test_different_seeds_differ(tmp_path: Path) -> None:
     assert all(files_a[k] != files_b[k] for k in files_a)
 
 
-def test_truth_layout_and_sums(study: tuple[Path, dict]) -> None:
+def test_truth_layout_and_sums(study: tuple[Path, dict[str, Any]]) -> None:
     _, truth = study
     assert truth["categories"] == list(CATEGORIES)
     assert truth["world_sizes"] == [1, 2, 4]
@@ -90,7 +91,7 @@ def test_truth_layout_and_sums(study: tuple[Path, dict]) -> None:
     assert 0 < truth["serial_fraction"] < 1
 
 
-def test_truth_matches_profiler_steps_in_traces(study: tuple[Path, dict]) -> None:
+def test_truth_matches_profiler_steps_in_traces(study: tuple[Path, dict[str, Any]]) -> None:
     root, truth = study
     for n in (1, 2, 4):
         durations = [
@@ -104,7 +105,7 @@ def test_truth_matches_profiler_steps_in_traces(study: tuple[Path, dict]) -> Non
         assert mean == pytest.approx(truth["runs"][str(n)]["step_time"], rel=1e-6)  # 1% asked
 
 
-def test_traces_load_through_ingest(study: tuple[Path, dict]) -> None:
+def test_traces_load_through_ingest(study: tuple[Path, dict[str, Any]]) -> None:
     ingest = pytest.importorskip("tracescale.ingest")
     root, _ = study
     for path in sorted((root / "ws4").glob("*.gz")):
@@ -112,7 +113,7 @@ def test_traces_load_through_ingest(study: tuple[Path, dict]) -> None:
         assert trace.meta.world_size == 4
 
 
-def test_trace_shape(study: tuple[Path, dict]) -> None:
+def test_trace_shape(study: tuple[Path, dict[str, Any]]) -> None:
     root, _ = study
     path = sorted((root / "ws2").glob("*.gz"))[1]
     assert path.name.startswith("simhost_") and path.name.endswith(".pt.trace.json.gz")
@@ -130,7 +131,7 @@ def test_trace_shape(study: tuple[Path, dict]) -> None:
     assert all(len(repr(e["ts"]).split(".")[-1]) <= 3 for e in events)
 
 
-def test_every_gpu_event_has_its_launch(study: tuple[Path, dict]) -> None:
+def test_every_gpu_event_has_its_launch(study: tuple[Path, dict[str, Any]]) -> None:
     root, _ = study
     for events in _ranks(root, 4).values():
         runtime = {
@@ -145,7 +146,7 @@ def test_every_gpu_event_has_its_launch(study: tuple[Path, dict]) -> None:
                 assert runtime[e["args"]["correlation"]] == "cudaMemcpyAsync"
 
 
-def test_nccl_only_above_one_rank(study: tuple[Path, dict]) -> None:
+def test_nccl_only_above_one_rank(study: tuple[Path, dict[str, Any]]) -> None:
     root, _ = study
     one = _ranks(root, 1)[0]
     assert not any(e["name"].startswith("nccl") for e in one if e["cat"] == "kernel")
@@ -156,10 +157,10 @@ def test_nccl_only_above_one_rank(study: tuple[Path, dict]) -> None:
     assert args["In msg nelems"] == SimParams().model_bytes // 4 // SimParams().buckets
 
 
-def _compute_per_step(events: list[dict]) -> float:
+def _compute_per_step(events: list[dict[str, Any]]) -> float:
     busy = sum(e["dur"] for e in events if e["cat"] == "kernel" and e["args"]["stream"] == 7)
     steps = sum(1 for e in events if e["name"].startswith("ProfilerStep#"))
-    return busy * 1e-6 / steps
+    return float(busy * 1e-6 / steps)
 
 
 def test_weak_vs_strong_compute(tmp_path: Path) -> None:
@@ -177,8 +178,8 @@ def test_weak_vs_strong_compute(tmp_path: Path) -> None:
     )
 
 
-def _allreduce_time(events: list[dict]) -> float:
-    return sum(e["dur"] for e in events if e["name"].startswith("ncclDevKernel_AllReduce"))
+def _allreduce_time(events: list[dict[str, Any]]) -> float:
+    return float(sum(e["dur"] for e in events if e["name"].startswith("ncclDevKernel_AllReduce")))
 
 
 def test_straggler_makes_others_wait_in_allreduce(tmp_path: Path) -> None:
@@ -197,7 +198,7 @@ def test_straggler_makes_others_wait_in_allreduce(tmp_path: Path) -> None:
     assert r1["communication"] == pytest.approx(r0["communication"], abs=2e-3)
 
 
-def test_barrier_wait_is_reduction_for_every_rank(study: tuple[Path, dict]) -> None:
+def test_barrier_wait_is_reduction_for_every_rank(study: tuple[Path, dict[str, Any]]) -> None:
     _, truth = study
     for rank in truth["runs"]["4"]["per_rank"].values():
         assert rank["breakdown"]["reduction"] == pytest.approx(SimParams().reduce_time, rel=0.1)
@@ -207,7 +208,7 @@ def test_barrier_wait_is_reduction_for_every_rank(study: tuple[Path, dict]) -> N
     ("mode", "extra"),
     [("strong", {}), ("weak", {}), ("strong", {"straggler_rank": 1, "straggler_factor": 1.3})],
 )
-def test_closed_form_matches_noise_free_schedule(mode: str, extra: dict) -> None:
+def test_closed_form_matches_noise_free_schedule(mode: str, extra: dict[str, Any]) -> None:
     p = make_params(extra)
     for n in (1, 2, 4, 8, 32):
         assert closed_form(p, mode, n)["total"] == pytest.approx(
