@@ -21,3 +21,32 @@ def require_module(name: str, reason: str) -> ModuleType:
         except ImportError as exc:
             pytest.fail(f"TRACESCALE_REQUIRE_ALL=1 but {name} is missing: {reason} ({exc})")
     return pytest.importorskip(name, reason=reason)
+
+
+@pytest.fixture
+def shared_traces():
+    """The real traces beside the checkout (../shared/traces), or skip where absent."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[1].parent / "shared" / "traces"
+    if not root.is_dir():
+        pytest.skip(f"real traces not found at {root} (they sit beside the checkout in CI)")
+    return root
+
+
+@pytest.fixture
+def write_trace(tmp_path):
+    """Factory: write a tiny Kineto trace (events plus top-level keys) and return its path."""
+    import gzip
+    import json
+
+    def write(events, name="trace.json", *, folder=None, gz=False, **top):
+        folder = folder if folder is not None else tmp_path
+        folder.mkdir(parents=True, exist_ok=True)
+        doc = {**top, "traceEvents": events} if isinstance(events, list) else events
+        data = json.dumps(doc).encode()
+        path = folder / name
+        path.write_bytes(gzip.compress(data) if gz else data)
+        return path
+
+    return write

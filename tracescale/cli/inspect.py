@@ -130,14 +130,9 @@ def run_summary(run: RunSpec, memory_budget: int) -> dict[str, Any]:
             errors[rf.path] = _error_row(rf, exc)
 
         traces = load_group(group, memory_budget=memory_budget, on_error=on_error)
-        first = {}
-        for rf in group.files:
-            first.setdefault(rf.rank, rf)
-        for trace in traces:
-            rank = trace.meta.rank if trace.meta.rank is not None else -1
-            rf = next((f for f in group.files if f.path == trace.meta.path), None)
-            rf = rf or first.get(rank) or RankFile(trace.meta.path, rank, 0, "order")
-            rows.append(rank_summary(trace, rf, run.world_size))
+        by_path = {f.path: f for f in group.files}
+        for trace in traces:  # a merged trace keeps its first window's path
+            rows.append(rank_summary(trace, by_path[trace.meta.path], run.world_size))
         rows.extend(errors.values())
     rows.sort(key=lambda r: (r["rank"], r["file"]))
     return {

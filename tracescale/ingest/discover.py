@@ -92,8 +92,13 @@ def _trace_files(folder: str) -> tuple[list[str], list[str]]:
     return files, dirs
 
 
-def discover(path: str) -> list[StudySpec]:
+def discover(path: str, _seen: set[str] | None = None) -> list[StudySpec]:
     """Studies under ``path``; raises NoTracesError when nothing looks like a trace."""
+    seen = set() if _seen is None else _seen
+    real = os.path.realpath(path)
+    if real in seen:  # a symlink back up the tree: already visited
+        raise NoTracesError("symlink cycle", path=path)
+    seen.add(real)
     try:
         os.stat(path)
     except FileNotFoundError as exc:
@@ -118,7 +123,7 @@ def discover(path: str) -> list[StudySpec]:
     studies: list[StudySpec] = []
     for d in dirs:
         try:
-            studies.extend(discover(d))
+            studies.extend(discover(d, seen))
         except NoTracesError:
             continue
     if not studies:

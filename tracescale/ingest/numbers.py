@@ -65,7 +65,7 @@ def _parse_block(
     length = width - is_pad.sum(axis=1)
     # Padding must only trail: a row is plain when every non-pad byte is a digit or the dot.
     plain = ((is_digit | is_dot | is_pad).all(axis=1)) & (dots <= 1) & (length > 0)
-    plain &= is_digit.any(axis=1)
+    plain &= ((mat >= ord("0")) & (mat <= ord("9"))).any(axis=1)  # a lone "-" is not 0
     cols = np.arange(width)
     dotpos = np.where(dots == 1, is_dot.argmax(axis=1), length)
     int_digits = dotpos - neg.astype(np.int64)
