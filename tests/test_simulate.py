@@ -59,7 +59,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
 
 def test_deterministic_bytes_for_a_seed(tmp_path: Path) -> None:
     a = simulate([1, 2], tmp_path / "a", steps=2, seed=3, params=_params())
-    b = simulate([1, 2], tmp_path / "b", steps=2, seed=3, params=_params())
+    b = simulate([1, 2], tmp_path / "b", steps=2, seed=3, params=_params(), jobs=2)
     assert a == b
     files_a, files_b = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert files_a == files_b

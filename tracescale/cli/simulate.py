@@ -75,12 +75,21 @@ def _world_sizes(text: str) -> list[int]:
     metavar="NAME=VALUE",
     help="Override a model parameter (repeatable); see the table above.",
 )
+@click.option(
+    "--jobs", type=int, default=1, show_default=True, help="Processes writing rank files."
+)
 def simulate(
-    world_sizes: str, out: str, mode: str, steps: int, seed: int, sets: tuple[str, ...]
+    world_sizes: str,
+    out: str,
+    mode: str,
+    steps: int,
+    seed: int,
+    sets: tuple[str, ...],
+    jobs: int,
 ) -> None:
     params = make_params(parse_sets(sets))
     truth = run_simulation(
-        _world_sizes(world_sizes), out, mode=mode, steps=steps, seed=seed, params=params
+        _world_sizes(world_sizes), out, mode=mode, steps=steps, seed=seed, params=params, jobs=jobs
     )
     sizes = truth["world_sizes"]
     click.echo(
