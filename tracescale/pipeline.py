@@ -194,10 +194,10 @@ def analyze(
         from tracescale.parallel.progress import progress_bar
 
         with progress_bar(tasks, True) as bar:
-            outcomes = run_tasks(tasks, jobs=jobs, progress=bar, **parallel_options)
+            mapped = run_tasks(tasks, jobs=jobs, progress=bar, **parallel_options)
     else:
-        outcomes = run_tasks(tasks, jobs=jobs, progress=progress, **parallel_options)
-    results = {t.path: r for t, r in zip(tasks, outcomes)}
+        mapped = run_tasks(tasks, jobs=jobs, progress=progress, **parallel_options)
+    results = {t.path: r for t, r in zip(tasks, mapped.results)}
     entries, runs_all, scalings = [], [], []
     for spec in specs:
         entry, runs, scaling = analyze_study(
@@ -210,6 +210,7 @@ def analyze(
             steps=step_slice,
             strict=strict,
         )
+        entry["warnings"] = list(dict.fromkeys([*entry["warnings"], *mapped.warnings]))
         entries.append(entry)
         runs_all.append(runs)
         scalings.append(scaling)
