@@ -483,6 +483,9 @@ def to_hta_frames(study: Study) -> dict[str, pd.DataFrame]:
     The mapping is :data:`HTA_CATEGORY_MAP` (the table in this module's docstring).
     """
     long = study.breakdown()
+    long = long.astype({"world_size": "int64", "rank": "int64"}).assign(
+        seconds=pd.to_numeric(long["seconds"], errors="coerce").fillna(0.0)
+    )
     keys = ["study", "world_size", "rank"]
     per_rank = (
         long.pivot_table(index=keys, columns="category", values="seconds", aggfunc="sum")
