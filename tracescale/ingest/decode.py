@@ -21,6 +21,8 @@ from tracescale.ingest.trace import RankTrace
 
 DEFAULT_MEMORY_BUDGET = 8 * 1024**3  # bytes of decompressed JSON we accept per file
 _CHUNK = 1024 * 1024  # compressed bytes read at a time
+_MAX_RATIO = 1032  # deflate never compresses better than this
+_PREALLOC_RATIO = 64  # traces compress ~20-30x; beyond this, grow instead of trusting it
 _OUT_CHUNK = 1024 * 1024  # most decompressed bytes per zlib call (bigger ones overshoot RSS)
 
 
@@ -128,6 +130,8 @@ def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
         fh.seek(size - 4)
         isize = int.from_bytes(fh.read(4), "little")  # gzip trailer: length mod 2**32
         fh.seek(0)
+        if isize > size * _MAX_RATIO:  # corrupt or truncated file: the trailer is noise
+            isize = 0
         if isize > memory_budget:
             raise InvalidTraceError(
                 f"decompresses to {isize / 1e9:.1f} GB, over the memory budget of "
@@ -136,7 +140,7 @@ def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
             )
     inflater = zlib.decompressobj(wbits=31)
     # Preallocated from the trailer so growth never holds two copies; grows if it lied.
-    buf = bytearray(isize)
+    buf = bytearray(isize if isize <= size * _PREALLOC_RATIO else 0)
     filled = 0
     while not inflater.eof:
         chunk = fh.read(_CHUNK)
