@@ -16,6 +16,7 @@ from tracescale.errors import EXIT_INVALID_TRACE, UsageError
 from tracescale.parallel.pool import PICKLE_PROTOCOL, Done
 from tracescale.parallel.tasks import RankTask, TaskError, run_task
 
+CONNECT_TIMEOUT = "20s"  # to reach an existing scheduler
 MISSING = "--scheduler needs the dask extra: pip install 'tracescale[dask]'"
 
 
@@ -40,7 +41,7 @@ def _client(scheduler: str, jobs: int) -> tuple[Any, Any]:
         )
         return Client(cluster), cluster  # type: ignore[no-untyped-call]
     try:
-        return Client(scheduler, timeout="20s"), None  # type: ignore[no-untyped-call]
+        return Client(scheduler, timeout=CONNECT_TIMEOUT), None  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
 
