@@ -42,14 +42,12 @@ def test_breakdown_and_projection_match_truth(tmp_path: Path, case: str) -> None
         for c in CATEGORIES:
             assert abs(run["breakdown_s"][c] - t["breakdown"][c]) <= 0.05 * step, (case, c)
     scaling = entry["scaling"]
-    assert scaling["serial_fraction"]["total"] == pytest.approx(
-        truth["serial_fraction"], abs=0.02
-    )
+    assert scaling["serial_fraction"]["total"] == pytest.approx(truth["serial_fraction"], abs=0.02)
     proj = {p["world_size"]: p for p in scaling["projections"]}
     assert proj[32]["speedup"] == pytest.approx(true_speedup(params, mode, 32), rel=0.10)
     # Karp–Flatt is exactly the formula on the measured step times.
     t1 = entry["runs"][0]["step_time_s"]["mean"]
-    for point, run in zip(scaling["points"], entry["runs"]):
+    for point, run in zip(scaling["points"], entry["runs"], strict=False):
         n = run["world_size"]
         if n == 1:
             assert point["karp_flatt"] is None
@@ -65,7 +63,7 @@ def test_plain_amdahl_misses_comm_heavy_truth(tmp_path: Path) -> None:
     import numpy as np
 
     mode, seed, sets = CASES["strong-comm-heavy"]
-    params, truth, study = _study(tmp_path, mode, seed, sets)
+    params, _truth, study = _study(tmp_path, mode, seed, sets)
     runs = study.studies[0]["runs"]
     n = np.array([r["world_size"] for r in runs], dtype=float)
     t = np.array([r["step_time_s"]["mean"] for r in runs])

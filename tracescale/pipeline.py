@@ -7,6 +7,7 @@ this module merges the compact results per run, scales each study and builds the
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -67,7 +68,7 @@ def _check_duplicate_ranks(results: list[RankResult]) -> list[RankResult]:
             )
             for r in rs
         )
-        for (s0, e0, p0), (s1, _e1, p1) in zip(spans, spans[1:]):
+        for (_s0, e0, p0), (s1, _e1, p1) in itertools.pairwise(spans):
             if s1 < e0:
                 raise InvalidTraceError(
                     f"rank {rank} appears twice with overlapping time spans: {p0} and {p1}",
@@ -197,7 +198,7 @@ def analyze(
             mapped = run_tasks(tasks, jobs=jobs, progress=bar, **parallel_options)
     else:
         mapped = run_tasks(tasks, jobs=jobs, progress=progress, **parallel_options)
-    results = {t.path: r for t, r in zip(tasks, mapped.results)}
+    results = {t.path: r for t, r in zip(tasks, mapped.results, strict=False)}
     entries, runs_all, scalings = [], [], []
     for spec in specs:
         entry, runs, scaling = analyze_study(

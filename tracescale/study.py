@@ -58,13 +58,14 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
             {
                 "rank": int(rank),
                 "step_time_s": float(row[0]),
-                "breakdown_s": {c: float(v) for c, v in zip(CATEGORIES, row[1:])},
+                "breakdown_s": {c: float(v) for c, v in zip(CATEGORIES, row[1:], strict=False)},
                 "communication_wait_s": float(wait),
             }
             for rank, row, wait in zip(
                 per_rank_means.index.tolist(),
                 per_rank_means[["duration", *CATEGORIES]].to_numpy().tolist(),
                 rank_extra["communication_wait"].to_numpy().tolist(),
+                strict=False,
             )
         ],
         "step_times_s": [float(x) for x in step_times],
