@@ -64,26 +64,37 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
 
 def _cause(
     ranks: Sequence[RankResult], coll: pd.DataFrame, offsets: dict[int, int]
-) -> dict[tuple[int, int], np.ndarray]:
-    """Per (rank, step): seconds moved out of `communication` into the late rank's categories."""
+) -> tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], float]]:
+    """Per (rank, step): seconds moved out of `communication` into the late rank's categories,
+    and the exposed wait (seconds of the rank's `communication` spent waiting for a late rank).
+
+    Concurrent instances (gloo runs several buckets at once) wait over the same interval: each
+    instant of wait is counted once, or the wait exceeds the step (seen on real CPU DDP traces).
+    """
     by_rank = {r.rank: r for r in ranks}
     moves: dict[tuple[int, int], np.ndarray] = {}
+    waits: dict[tuple[int, int], float] = {}
     waiting = coll[(coll["wait"] > 0) & (coll["rank"] != coll["late_rank"])]
-    for row in waiting.itertuples(index=False):
+    claimed_until: dict[int, int] = {}
+    for row in waiting.sort_values(["rank", "start_ns"]).itertuples(index=False):
         me = by_rank[int(row.rank)]
+        # Earlier rows of this rank start no later, so what they claimed ends at claimed_until.
+        lo = max(int(row.start_ns), claimed_until.get(me.rank, int(row.start_ns)))
+        hi = int(row.start_ns) + round(row.wait * 1e9)
+        if hi <= lo:
+            continue
+        claimed_until[me.rank] = hi
+        exposed = _comm_pieces(me.segments, lo, hi)
+        if not exposed:
+            continue
+        key = (me.rank, int(row.step))
+        waits[key] = waits.get(key, 0.0) + sum(b - a for a, b in exposed) / 1e9
         late = by_rank.get(int(row.late_rank))
         if late is None:
             continue
-        lo = int(row.start_ns)
-        hi = lo + round(row.wait * 1e9)
-        mine = me.segments
-        exposed = _comm_pieces(mine, lo, hi)
-        if not exposed:
-            continue
-        off_me, off_late = offsets.get(me.rank, 0), offsets.get(late.rank, 0)
+        shift = offsets.get(late.rank, 0) - offsets.get(me.rank, 0)
         moved = np.zeros(len(CATEGORIES))
         for a, b in exposed:
-            shift = off_late - off_me
             there = late.segments.time_in(a + shift, b + shift)
             total = there.sum()
             if total <= 0:
@@ -92,9 +103,8 @@ def _cause(
             moved += there / total * ((b - a) / 1e9)
         moved[_COMM] = 0.0
         if moved.sum() > 0:
-            key = (me.rank, int(row.step))
             moves[key] = moves.get(key, np.zeros(len(CATEGORIES))) + moved
-    return moves
+    return moves, waits
 
 
 def _comm_pieces(segs: object, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -129,19 +139,14 @@ def build_run(
     for group in groups:
         coll, offsets, w = _match(group)
         notes.extend(w)
-        moves = _cause(group, coll, offsets) if len(coll) else {}
+        moves, waits = _cause(group, coll, offsets) if len(coll) else ({}, {})
         for r in group:
             kinds.add(r.kind)
             notes.extend(f"{r.path}: {m}" for m in r.warnings)
             steps = r.steps.copy()
-            if len(coll):
-                mine = coll[coll["rank"] == r.rank]
-                exposed_wait = (
-                    mine.assign(ew=np.minimum(mine["wait"], mine["exposed"]))
-                    .groupby("step")["ew"]
-                    .sum()
-                )
-                steps["communication_wait"] = steps["step"].map(exposed_wait).fillna(0.0)
+            steps["communication_wait"] = [
+                waits.get((r.rank, int(k)), 0.0) for k in steps["step"].tolist()
+            ]
             values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64, copy=True)
             for j, step in enumerate(steps["step"].tolist()):
                 mv = moves.get((r.rank, int(step)))
