@@ -273,3 +273,23 @@ def test_sweep_real_gloo_ddp(tmp_path, torch):
             steps = {s for s in names if isinstance(s, str) and s.startswith("ProfilerStep#")}
             assert len(steps) == 2, steps
         assert ranks == set(range(n))
+
+
+def test_error_line_skips_torchrun_report():
+    output = textwrap.dedent(
+        """\
+        [rank1]: Traceback (most recent call last):
+        [rank1]:   File "train.py", line 3, in <module>
+        [rank1]: RuntimeError: shapes do not match
+        E1130 11:51:41.374000 23764 torch/distributed/elastic/multiprocessing/api.py:1002] failed
+        Traceback (most recent call last):
+        torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+        ============================================================
+          traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+        """
+    )
+    assert sweep_mod._last_error_line(output) == "RuntimeError: shapes do not match"
+    assert (
+        sweep_mod._last_error_line("step 3 done\nE1130 x distributed/elastic/y\n") == "step 3 done"
+    )
+    assert "show-output" in sweep_mod._last_error_line("")

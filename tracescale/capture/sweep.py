@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -133,14 +134,22 @@ def _check_torch(python: str | None) -> None:
         raise TorchMissingError(f"{python} cannot import torch.distributed.run: install torch")
 
 
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
+
+
 def _last_error_line(output: str) -> str:
-    """The most telling line of a failed run's output (the last exception line if any)."""
+    """The most telling line of a failed run: the script's own last exception, if any.
+
+    torchrun ends every failure with its own log lines and ``ChildFailedError`` report; they
+    say nothing the exit code does not, so only the output before them is searched.
+    """
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    for line in reversed(lines):
-        head = line.split(":", 1)[0]
-        if head.endswith(("Error", "Exception", "Interrupt")) and " " not in head:
+    cut = next((i for i, ln in enumerate(lines) if "distributed/elastic/" in ln), len(lines))
+    own = [re.sub(r"^\[(?:default)?rank\d+\]:\s*", "", ln) for ln in lines[:cut]]
+    for line in reversed(own):
+        if _EXC_LINE.match(line):
             return line
-    return lines[-1] if lines else "no output"
+    return own[-1] if own else "no error message (rerun with --show-output)"
 
 
 def _run_one(
