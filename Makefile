@@ -4,8 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Extra groups installed into the venv; CI (.ci/run) sets EXTRAS=dev,capture,dask,hta.
 EXTRAS ?= dev
-STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 TORCH_PIN := torch==2.13.0
 
 .PHONY: all venv demo test lint format bench sample-traces clean
@@ -40,6 +40,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tracescale.bench
+	$(BIN)/python -m tracescale.bench_scale
 
 sample-traces:
 	$(MAKE) EXTRAS=dev,capture venv
