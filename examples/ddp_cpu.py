@@ -79,11 +79,11 @@ def reduce_metrics(
     local = torch.stack([loss.detach().float(), correct.float()])
     gathered = [torch.zeros_like(local) for _ in range(world)] if rank == 0 else None
     dist.gather(local, gathered, dst=0)
-    summary = torch.zeros(1)
+    summary = torch.zeros(1, device=loss.device)
     if rank == 0:
         assert gathered is not None
         with record_function("reduce_metrics"):
-            stacked = torch.stack(gathered).numpy()
+            stacked = torch.stack(gathered).cpu().numpy()
             history.append(float(stacked[:, 0].mean()))
             series = np.resize(np.asarray(history, dtype=np.float64), window)
             smooth = np.convolve(series, np.ones(64) / 64.0, mode="valid")
@@ -141,7 +141,12 @@ def main() -> None:
     )
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(
-        dataset, batch_size=batch, sampler=sampler, num_workers=args.num_workers, drop_last=True
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        num_workers=args.num_workers,
+        drop_last=True,
+        pin_memory=use_cuda,
     )
 
     model = make_model(args.features, args.hidden, args.classes, args.layers).to(device)
