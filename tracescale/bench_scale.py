@@ -37,11 +37,11 @@ def _vmhwm() -> int:
 def _child_analyze(spec: dict[str, Any]) -> dict[str, Any]:
     """One ``analyze`` in this (fresh) process; spies on run_tasks for the map phase."""
     import tracescale.pipeline as pipeline
-    from tracescale.parallel import MapResult
+    from tracescale.parallel import MapResult, run_tasks
 
     seen: list[MapResult] = []
     times: list[float] = []
-    original = pipeline.run_tasks
+    original = run_tasks
 
     def spy(*args: Any, **kwargs: Any) -> MapResult:
         t0 = time.perf_counter()
