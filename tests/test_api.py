@@ -192,22 +192,15 @@ def test_notebook_session(sim_study: Path, tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="importing the tracescale.compare subpackage (the first compare() call does) "
-    "rebinds tracescale.compare from the function to the module",
-)
 def test_public_compare_stays_the_function() -> None:
-    import tracescale.compare.core
+    """The comparison code lives in ``tracescale.comparison`` so it never shadows the API."""
+    import tracescale.comparison.core  # noqa: F401
 
     assert callable(tracescale.compare)
 
 
 def _compare(before: Any, after: Any, **kwargs: Any) -> tracescale.Comparison:
-    """``tracescale.compare``; via ``tracescale.api`` until the name clash above is fixed."""
-    from tracescale import api
-
-    return api.compare(before, after, **kwargs)
+    return tracescale.compare(before, after, **kwargs)
 
 
 def test_compare_before_after(sim_study: Path, sim_faster: Path, tmp_path: Path) -> None:

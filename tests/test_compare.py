@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tracescale.compare import bootstrap_change_pct, compare_docs, gate_exit_code
+from tracescale.comparison import bootstrap_change_pct, compare_docs, gate_exit_code
 from tracescale.errors import EXIT_OK, EXIT_REGRESSION, UsageError
 from tracescale.report import render_compare
 from tracescale.report.schemas import validate

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracescale.compare import compare_docs
+from tracescale.comparison import compare_docs
 from tracescale.report import render, render_compare
 
 ROOT = Path(__file__).resolve().parent.parent

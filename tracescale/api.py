@@ -93,7 +93,7 @@ class Comparison:
         return render_compare(self.doc, fmt)
 
     def exit_code(self, fail_on_regression_pct: float | None) -> int:
-        from tracescale.compare.core import gate_exit_code
+        from tracescale.comparison.core import gate_exit_code
 
         return gate_exit_code(self.doc, fail_on_regression_pct)
 
@@ -107,7 +107,7 @@ def compare(
     **analyze_options: Any,
 ) -> Comparison:
     """Compare two sides run by run (matched by world size)."""
-    from tracescale.compare.core import compare_docs
+    from tracescale.comparison.core import compare_docs
 
     if fail_on_regression_pct is not None and fail_on_regression_pct < 0:
         raise UsageError("--fail-on-regression takes a percentage >= 0")

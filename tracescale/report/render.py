@@ -75,7 +75,7 @@ def render_compare(doc: dict[str, Any], fmt: str) -> str:
     _check(fmt)
     if fmt == "json":
         return render_json(doc)
-    from tracescale.compare.render import compare_html, compare_markdown, compare_table
+    from tracescale.comparison.render import compare_html, compare_markdown, compare_table
 
     if fmt == "markdown":
         return compare_markdown(doc)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracescale.compare.core import (
+from tracescale.comparison.core import (
     bootstrap_change_pct,
     compare_docs,
     compare_runs,
