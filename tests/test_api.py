@@ -194,7 +194,7 @@ def test_notebook_session(sim_study: Path, tmp_path: Path) -> None:
 
 def test_public_compare_stays_the_function() -> None:
     """The comparison code lives in ``tracescale.comparison`` so it never shadows the API."""
-    import tracescale.comparison.core  # noqa: F401
+    import tracescale.comparison.core
 
     assert callable(tracescale.compare)
 
