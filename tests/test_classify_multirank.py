@@ -130,3 +130,32 @@ def test_real_cpu_ddp_gloo_run() -> None:
     assert "allreduce" in set(coll["collective"])
     assert (coll["transfer"] <= coll["duration"] + 1e-12).all()
     assert (coll["wait"] >= 0).all()
+
+
+def test_unnamed_single_rank_work_found_by_comparing_ranks(tmp_path: Path) -> None:
+    """No rule names ``log_epoch_stats``; it runs on rank 0 only, so it is a reduction."""
+    for rank in (0, 1):
+        t = MiniTrace(rank=rank, world_size=2)
+        t.step(1, 0, 10_000).kernel("fwd", 0, 1000)
+        if rank == 0:
+            t.annotation("log_epoch_stats", 1000, 3000)
+            t.host("aten::add", 1500, 100)
+        start = 4000 if rank == 0 else 1000
+        t.nccl(start, 4100 - start, launch=start, seq=0)
+        t.write(tmp_path / f"rank{rank}.json")
+    run = run_of(tmp_path)
+    assert_sums(run.steps)
+    for rank in (0, 1):
+        expect(rank_steps(run, rank), compute=1000, reduction=3000, communication=100, idle=5900)
+    assert any("log_epoch_stats" in w for w in run.warnings)
+
+
+def test_work_on_every_rank_is_not_single_rank(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        t = MiniTrace(rank=rank, world_size=2)
+        t.step(1, 0, 10_000).kernel("fwd", 0, 1000)
+        t.annotation("log_epoch_stats", 1000, 3000 if rank == 0 else 2000)
+        t.nccl(4000, 100, launch=4000, seq=0)
+        t.write(tmp_path / f"rank{rank}.json")
+    run = run_of(tmp_path)
+    assert float(run.steps["reduction"].sum()) == 0.0

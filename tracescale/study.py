@@ -131,7 +131,10 @@ class Study:
         cols = ["study", "world_size", "rank", "step", "category", "seconds"]
         if not parts:
             return pd.DataFrame(columns=cols)
-        return pd.concat(parts, ignore_index=True)[cols]
+        out = pd.concat(parts, ignore_index=True)[cols]
+        return out.astype(
+            {"world_size": "int64", "rank": "int64", "step": "int64", "seconds": "float64"}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return self.doc

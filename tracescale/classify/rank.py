@@ -7,7 +7,7 @@ those of issue 4; each one is a layer below, in priority order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,9 @@ class RankResult:
     segments: Segments
     comm_by_type: dict[str, float]  # exposed seconds summed over steps, per collective type
     warnings: tuple[str, ...]
+    #: Unruled main-thread annotations (name, step, start_ns, end_ns): the parent compares them
+    #: across ranks to find single-rank work (a reduction only rank 0 does).
+    annotations: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _mask_names(trace: RankTrace, pred: object) -> BOOL:
@@ -175,6 +178,25 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         segments=segs,
         comm_by_type=comm_by_type,
         warnings=tuple(warnings),
+        annotations=_annotations(trace, main & (host_t < 0), win),
+    )
+
+
+def _annotations(trace: RankTrace, mask: BOOL, win: StepWindows) -> pd.DataFrame:
+    """Main-thread user annotations no rule claimed, with the step they start in."""
+    ev = trace.events
+    ann = trace.string_id("user_annotation")
+    idx = np.flatnonzero(mask & (ev.cat == ann)) if ann >= 0 else np.zeros(0, dtype=np.int64)
+    k = np.searchsorted(win.start, ev.start[idx], side="right") - 1
+    ok = (k >= 0) & (ev.start[idx] < win.end[np.clip(k, 0, None)])
+    idx, k = idx[ok], k[ok]
+    return pd.DataFrame(
+        {
+            "name": trace.names(ev.name[idx]),
+            "step": win.numbers[k],
+            "start_ns": ev.start[idx],
+            "end_ns": ev.start[idx] + ev.dur[idx],
+        }
     )
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
+from tracescale.classify.single_rank import apply_single_rank
 from tracescale.classify.timeline import CAT
 
 _COMM = CAT["communication"]
@@ -136,7 +137,9 @@ def build_run(
     by_type: dict[str, float] = {}
     nsteps = 0
     kinds = set()
-    for group in groups:
+    for raw_group in groups:
+        group, found = apply_single_rank(raw_group)
+        notes.extend(found)
         coll, offsets, w = _match(group)
         notes.extend(w)
         moves, waits = _cause(group, coll, offsets) if len(coll) else ({}, {})

@@ -73,3 +73,17 @@ def last_at_or_before(times_sorted: I64, query: I64) -> I64:
     ok = pos >= 0
     out[ok] = times_sorted[pos[ok]]
     return out
+
+
+def relabel(segs: Segments, lo: I64, hi: I64, source: I8, target: int) -> Segments:
+    """Segments inside any ``[lo, hi)`` whose category is in ``source`` become ``target``."""
+    if lo.shape[0] == 0 or segs.start.shape[0] == 0:
+        return segs
+    points = np.unique(np.concatenate([segs.start, segs.end, lo, hi]))
+    piece_s, piece_e = points[:-1], points[1:]
+    pos = np.searchsorted(segs.start, piece_s, side="right") - 1
+    inside = (pos >= 0) & (piece_s < segs.end[np.clip(pos, 0, None)])
+    cat = segs.cat[np.clip(pos, 0, None)]
+    hit = coverage(points, lo, hi) & np.isin(cat, source)
+    cat = np.where(hit, np.int8(target), cat).astype(np.int8)
+    return merge_runs(piece_s[inside], piece_e[inside], cat[inside])

@@ -10,12 +10,14 @@ temp file and renamed into place (atomic); anything unreadable is a miss and get
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import pickle
 import tempfile
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import tracescale
 from tracescale.classify.rank import RankResult
@@ -79,9 +81,28 @@ def make_key(task: RankTask, rules_digest: str) -> CacheKey | None:
         return None  # missing file: the worker reports it
     if version is None:
         return None
-    return CacheKey(
-        path, version[0], version[1], rules_digest, task.memory_budget, tracescale.__version__
-    )
+    return CacheKey(path, version[0], version[1], rules_digest, task.memory_budget, code_version())
+
+
+def code_version() -> str:
+    """The version plus a hash of the ingest and classify sources that produce an entry.
+
+    A development checkout changes results without a version bump; hashing the code that
+    makes a RankResult keeps a stale entry from ever being used.
+    """
+    return f"{tracescale.__version__}+{_source_digest()}"
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    root = Path(tracescale.__file__).parent
+    digest = hashlib.sha256()
+    for folder in ("ingest", "classify"):
+        for source in sorted((root / folder).glob("*.*")):
+            if source.suffix in (".py", ".toml"):
+                digest.update(source.name.encode())
+                digest.update(source.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 class ResultCache:

@@ -1,0 +1,89 @@
+"""Single-rank work found by comparing ranks: the serial 'final reduction on one node'.
+
+A user range (``record_function``) that runs on one rank of a step and is absent, or much
+smaller, on the others is work the other ranks will wait for (e.g. rank 0 aggregating metrics).
+Rules catch the usual names; this catches the rest without the user naming them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.rank import RankResult
+from tracescale.classify.timeline import CAT, relabel
+
+#: Categories single-rank work is taken from; waits, data loading and syncs keep their names.
+_SOURCE = np.array([CAT[c] for c in ("compute", "memcpy", "host", "idle")], dtype=np.int8)
+_MIN_SHARE = 0.005  # of the step: shorter ranges are noise, not a serial part worth naming
+_MUCH_SMALLER = 0.1  # others' time below this fraction of the one rank's counts as absent
+
+
+def single_rank_ranges(group: Sequence[RankResult]) -> dict[int, pd.DataFrame]:
+    """Per rank, the annotation rows that are single-rank work (empty when < 2 ranks)."""
+    frames = [r.annotations.assign(rank=r.rank) for r in group if len(r.annotations)]
+    if len(group) < 2 or not frames:
+        return {}
+    ann = pd.concat(frames, ignore_index=True)
+    ann["seconds"] = (ann["end_ns"] - ann["start_ns"]) / 1e9
+    per = ann.groupby(["step", "name", "rank"])["seconds"].sum().unstack("rank", fill_value=0.0)
+    per = per.reindex(columns=sorted(r.rank for r in group), fill_value=0.0)
+    durations = pd.concat([r.steps[["step", "duration"]] for r in group])
+    step_len = durations.groupby("step")["duration"].median()
+    values = per.to_numpy()
+    top = values.max(axis=1)
+    second = np.sort(values, axis=1)[:, -2]
+    owner = per.columns.to_numpy()[values.argmax(axis=1)]
+    floor = step_len.reindex(per.index.get_level_values("step")).to_numpy() * _MIN_SHARE
+    hit = (top > floor) & (second <= _MUCH_SMALLER * top)
+    out: dict[int, pd.DataFrame] = {}
+    for (step, name), rank in zip(per.index[hit], owner[hit], strict=True):
+        rows = ann[(ann["rank"] == rank) & (ann["step"] == step) & (ann["name"] == name)]
+        out[int(rank)] = pd.concat([out.get(int(rank), rows.iloc[:0]), rows])
+    return out
+
+
+def apply_single_rank(group: Sequence[RankResult]) -> tuple[list[RankResult], list[str]]:
+    """Relabel single-rank work as ``reduction`` in the rank's timeline and step table."""
+    found = single_rank_ranges(group)
+    if not found:
+        return list(group), []
+    notes: list[str] = []
+    out: list[RankResult] = []
+    red = CAT["reduction"]
+    for r in group:
+        rows = found.get(r.rank)
+        if rows is None or rows.empty:
+            out.append(r)
+            continue
+        lo = rows["start_ns"].to_numpy(dtype=np.int64)
+        hi = rows["end_ns"].to_numpy(dtype=np.int64)
+        segs = relabel(r.segments, lo, hi, _SOURCE, red)
+        steps = r.steps.copy()
+        origin = int(steps.attrs.get("origin_ns", 0))
+        starts = origin + (steps["start"].to_numpy() * 1e9).round().astype(np.int64)
+        ends = starts + (steps["duration"].to_numpy() * 1e9).round().astype(np.int64)
+        # Move only the difference, so the step sums stay exact whatever the window rounding.
+        delta = np.stack(
+            [
+                _sums(segs, int(a), int(b)) - _sums(r.segments, int(a), int(b))
+                for a, b in zip(starts, ends, strict=True)
+            ]
+        )
+        values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64, copy=True) + delta
+        steps[list(CATEGORIES)] = values
+        out.append(dataclasses.replace(r, segments=segs, steps=steps))
+        names = ", ".join(sorted(set(rows["name"])))
+        notes.append(f"rank {r.rank} alone runs {names}: counted as single-rank reduction")
+    return out, notes
+
+
+def _sums(segs: object, lo: int, hi: int) -> np.ndarray:
+    from tracescale.classify.timeline import Segments
+
+    assert isinstance(segs, Segments)
+    return segs.time_in(lo, hi)
