@@ -41,12 +41,14 @@ def _child_analyze(spec: dict[str, Any]) -> dict[str, Any]:
 
     seen: list[MapResult] = []
     times: list[float] = []
+    map_rss: list[int] = []
     original = run_tasks
 
     def spy(*args: Any, **kwargs: Any) -> MapResult:
         t0 = time.perf_counter()
         out = original(*args, **kwargs)
         times.append(time.perf_counter() - t0)
+        map_rss.append(_vmhwm())
         seen.append(out)
         return out
 
@@ -77,9 +79,15 @@ def _child_hta(spec: dict[str, Any]) -> dict[str, Any]:
 
     from hta.trace_analysis import TraceAnalysis
 
+    # HTA's rank sniffing wants `"rank": N` with a space (compact JSON reads as rank 0 for
+    # all files), so it is handed the rank -> file map that tracescale's discovery finds.
+    files = sorted(Path(spec["path"]).glob("*.json.gz"))
     t0 = time.perf_counter()
-    TraceAnalysis(trace_dir=spec["path"])
+    analysis = TraceAnalysis(trace_files=dict(enumerate(map(str, files))), trace_dir=spec["path"])
     wall = time.perf_counter() - t0
+    loaded = len(analysis.t.get_all_traces())
+    if loaded != len(files):
+        raise RuntimeError(f"HTA loaded {loaded} of {len(files)} ranks")
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return {"wall": wall, "map": wall, "parent_rss": _vmhwm(), "worker_rss": kids}
 

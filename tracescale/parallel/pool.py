@@ -83,7 +83,10 @@ def death_message(exitcode: int | None) -> str:
             name = f"signal {-exitcode}"
         hint = " (out of memory? try fewer --jobs)" if -exitcode == signal.SIGKILL else ""
         return f"worker process was killed by {name} while analyzing this file{hint}"
-    return f"worker process exited (code {exitcode}) while analyzing this file, without a result"
+    return (
+        f"worker process exited (code {exitcode}) while analyzing this file, without a result"
+        " (a script that calls tracescale must guard it with `if __name__ == '__main__':`)"
+    )
 
 
 class _Running:
