@@ -67,6 +67,7 @@ def _child_analyze(spec: dict[str, Any]) -> dict[str, Any]:
         "wall": wall,
         "map": sum(times),
         "parent_rss": _vmhwm(),
+        "parent_map_rss": max(map_rss, default=0),
         "worker_rss": worker,
         "cached": sum(m.cached for m in seen),
         "computed": sum(m.computed for m in seen),
@@ -259,6 +260,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"parent peak RSS {args.ranks} / {args.small} ranks (jobs=2)",
                 j2.get("parent_rss"),
                 s2.get("parent_rss"),
+                TARGET_RSS,
+                le=True,
+            )
+        )
+        print(
+            _ratio(
+                f"parent peak RSS until the map ends, {args.ranks} / {args.small} ranks (jobs=2)",
+                j2.get("parent_map_rss"),
+                s2.get("parent_map_rss"),
                 TARGET_RSS,
                 le=True,
             )
