@@ -16,6 +16,9 @@ CASES = {
     "strong-seed7-dataloader-bound": ("strong", 7, {"dl_parallel": 0.08, "dl_serial": 0.01}),
     "weak-seed1": ("weak", 1, {}),
     "strong-comm-heavy": ("strong", 3, {"bandwidth": 5e9, "alpha": 5e-5}),
+    "strong-straggler": ("strong", 2, {"straggler_rank": 1, "straggler_factor": 1.3}),
+    "strong-late-straggler": ("strong", 4, {"straggler_rank": 2, "straggler_factor": 1.5}),
+    "weak-straggler": ("weak", 6, {"straggler_rank": 1, "straggler_factor": 1.3}),
 }
 
 

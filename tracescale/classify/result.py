@@ -12,6 +12,10 @@ import pandas as pd
 
 from tracescale.categories import CATEGORIES
 
+#: Categories whose time can include another rank's lateness: a rank that waited for a straggler
+#: has that wait in the straggler's category, and ``caused_<category>`` says how much of it.
+CAUSED: tuple[str, ...] = ("compute", "memcpy", "dataloader")
+
 #: Columns of :attr:`RunBreakdown.steps` besides the eight category columns (all seconds
 #: unless noted). Category columns sum to ``duration`` for every row.
 STEP_COLUMNS: tuple[str, ...] = (
@@ -25,6 +29,7 @@ STEP_COLUMNS: tuple[str, ...] = (
     "comm_transfer",  # busy time (union) of communication kernels / gloo transfers in the step
     "overlap_window",  # compute busy time between the step's first comm start and last comm end
     "serial_compute",  # compute inside replicated regions (Optimizer.*): serial in weak scaling
+    *(f"caused_{c}" for c in CAUSED),  # part of the category that is waiting for a late rank
 )
 
 #: Columns of :attr:`RunBreakdown.collectives`: one row per collective instance per rank.

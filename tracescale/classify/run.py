@@ -13,7 +13,7 @@ import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult
-from tracescale.classify.result import COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
+from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
 from tracescale.classify.single_rank import apply_single_rank
 from tracescale.classify.timeline import CAT
 
@@ -151,6 +151,7 @@ def build_run(
                 waits.get((r.rank, int(k)), 0.0) for k in steps["step"].tolist()
             ]
             values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64, copy=True)
+            caused = np.zeros_like(values)
             for j, step in enumerate(steps["step"].tolist()):
                 mv = moves.get((r.rank, int(step)))
                 if mv is None or mv.sum() <= 0:
@@ -159,8 +160,11 @@ def build_run(
                 if take <= 0:
                     continue
                 values[j, _COMM] -= take
-                values[j] += mv * (take / float(mv.sum()))
+                caused[j] = mv * (take / float(mv.sum()))
+                values[j] += caused[j]
             steps[list(CATEGORIES)] = values
+            for c in CAUSED:
+                steps[f"caused_{c}"] = caused[:, CAT[c]]
             step_frames.append(steps)
             for ctype, sec in r.comm_by_type.items():
                 by_type[ctype] = by_type.get(ctype, 0.0) + sec

@@ -9,12 +9,13 @@ a compute category), plus what is not transfer (waits, host collectives) on its 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from tracescale.categories import CATEGORIES
+from tracescale.classify.result import CAUSED
 from tracescale.scaling.comm import TransferFit, fit_transfer
 from tracescale.scaling.models import SeriesFit, fit_series
 from tracescale.scaling.stats import RunAgg
@@ -41,6 +42,10 @@ WEAK_SERIAL: tuple[str, ...] = ("sync", "reduction", "host", "idle")
 _EXPOSED_MIN = 0.02
 
 
+#: Waits for late ranks below this share of a category are jitter, not a straggler.
+_STRAGGLER_MIN = 0.02
+
+
 @dataclass(frozen=True)
 class StudyModel:
     """Fitted model of a study; ``predict`` gives every category at any N >= 1."""
@@ -52,10 +57,16 @@ class StudyModel:
     transfer: TransferFit
     serial_compute_ratio: float
     comm_rmse_s: float
+    #: Per CAUSED category: the straggler penalty relative to the category's parallel part.
+    straggler: Mapping[str, float] = field(default_factory=dict)
+    straggler_onset: Mapping[str, int] = field(default_factory=dict)
 
     def exposed(self, n: FloatArray) -> FloatArray:
         x = self.transfer.predict(n)
         w = self.overlap.predict(n) if self.overlap is not None else np.zeros_like(x)
+        # The critical path is the straggler's: its slower compute hides more of the transfer.
+        onset = self.straggler_onset.get("compute", 2)
+        w = w * np.where(np.asarray(n) >= onset, 1.0 + self.straggler.get("compute", 0.0), 1.0)
         return np.maximum(x - w, 0.0)
 
     def predict(self, n: FloatArray) -> dict[str, FloatArray]:
@@ -156,6 +167,26 @@ def fit_study(
         for c in CATEGORIES
         if c != "communication"
     }
+    straggler: dict[str, float] = {}
+    onsets: dict[str, int] = {}
+    multi = [a for a in aggs if a.world_size > 1]
+    for c in CAUSED:
+        waited = sum(a.caused.get(c, 0.0) for a in multi)
+        total = sum(a.cats[c] for a in multi)
+        if single or total <= 0 or waited <= _STRAGGLER_MIN * total:
+            continue
+        # Ranks waited for a late rank: that wait scales with the late rank's share of the
+        # work, and is absent at N=1. Fit it as its own term so `a` stays the serial part.
+        late = [a.world_size for a in multi if a.caused.get(c, 0.0) > _STRAGGLER_MIN * a.cats[c]]
+        onset = min(late) if late else min(a.world_size for a in multi)
+        base = "a+b/N+s/N" if mode == "strong" else "a+s"
+        form = fixed.get(c) or f"{base}@{onset}"
+        fit = fit_series(n, np.array([a.cats[c] for a in aggs]), w, mode=mode, form=form)
+        cats[c] = fit
+        par = fit.params["b"] if mode == "strong" else fit.params["a"]
+        if par > 0:
+            straggler[c] = fit.params.get("s", 0.0) / par
+            onsets[c] = int(fit.form.split("@", 1)[1]) if "@" in fit.form else 2
     transfer = fit_transfer(aggs, fixed.get("transfer"))
     xfer = np.array([a.xfer for a in aggs])
     ow = np.array([a.overlap_window for a in aggs])
@@ -166,7 +197,8 @@ def fit_study(
     overlap = _fit_overlap(aggs, n, w, mode, cats["compute"], series)
     big = aggs[-1]
     ratio = big.serial_compute / big.cats["compute"] if big.cats["compute"] > 0 else 0.0
-    model = StudyModel(mode, cats, residual, overlap, transfer, min(max(ratio, 0.0), 1.0), 0.0)
+    ratio = min(max(ratio, 0.0), 1.0)
+    model = StudyModel(mode, cats, residual, overlap, transfer, ratio, 0.0, straggler, onsets)
     pred = model.predict(n)["communication"]
     rmse = float(np.sqrt(np.mean((pred - comm) ** 2)))
-    return StudyModel(mode, cats, residual, overlap, transfer, model.serial_compute_ratio, rmse)
+    return StudyModel(mode, cats, residual, overlap, transfer, ratio, rmse, straggler, onsets)

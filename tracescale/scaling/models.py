@@ -29,7 +29,23 @@ FORMS: dict[str, tuple[str, ...]] = {
     "a+c*N": ("a", "clin"),
     "a+b/N+c*log2(N)": ("a", "b", "clog"),
     "a+b/N+c*N": ("a", "b", "clin"),
+    # Straggler forms, used only when cause attribution found waits for a late rank: with one
+    # rank there is nobody to wait for, so the penalty term is zero at N=1.
+    # ``@K`` after the name: the straggler term starts at N=K (the smallest measured N whose
+    # ranks waited for one), e.g. ``a+b/N+s/N@4``.
+    "a+b/N+s/N": ("a", "b", "s"),
+    "a+s": ("a", "s1"),
 }
+
+
+def terms(form: str) -> tuple[str, ...]:
+    """Parameter names of ``form`` (a straggler onset suffix ``@K`` is ignored)."""
+    return FORMS[form.split("@", 1)[0]]
+
+
+def _onset(form: str) -> float:
+    return float(form.split("@", 1)[1]) if "@" in form else 2.0
+
 
 #: Preference order (fewest parameters first, then the shape the mode expects): ties in
 #: cross-validation error go to the earlier form.
@@ -63,13 +79,17 @@ REL_TOL = 1.25
 def design(form: str, n: FloatArray) -> FloatArray:
     """Design matrix of ``form`` at world sizes ``n`` (columns in FORMS order)."""
     cols = []
-    for p in FORMS[form]:
+    for p in terms(form):
         if p == "a":
             cols.append(np.ones_like(n))
         elif p == "b":
             cols.append(1.0 / n)
         elif p == "clog":
             cols.append(np.log2(n))
+        elif p == "s":
+            cols.append((n >= _onset(form)) / n)
+        elif p == "s1":
+            cols.append((n >= _onset(form)).astype(np.float64))
         else:
             cols.append(n.astype(np.float64))
     return np.column_stack(cols).astype(np.float64)
@@ -107,8 +127,9 @@ class SeriesFit:
     def params(self) -> dict[str, float]:
         """Named coefficients: ``a`` (serial), ``b`` (parallel), ``c`` (growth)."""
         out = {"a": 0.0, "b": 0.0, "c": 0.0}
-        for name, v in zip(FORMS[self.form], self.coef, strict=True):
-            out["c" if name.startswith("c") else name] = float(v)
+        for name, v in zip(terms(self.form), self.coef, strict=True):
+            key = "c" if name.startswith("c") else "s" if name.startswith("s") else name
+            out[key] = float(v)
         return out
 
     def serial(self) -> float:
@@ -116,7 +137,7 @@ class SeriesFit:
 
     def growth(self, n: FloatArray) -> FloatArray:
         """The overhead part o(N) of the form (the log2 N or N term)."""
-        p = dict(zip(FORMS[self.form], self.coef, strict=True))
+        p = dict(zip(terms(self.form), self.coef, strict=True))
         return float(p.get("clog", 0.0)) * np.log2(n) + float(p.get("clin", 0.0)) * n
 
 

@@ -8,14 +8,14 @@ Run-level value = mean over ranks of each rank's mean per step (the issue's defi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
-from tracescale.classify.result import RunBreakdown
+from tracescale.classify.result import CAUSED, RunBreakdown
 from tracescale.scaling.result import RankStats, StepStats
 
 FloatArray = npt.NDArray[np.float64]
@@ -26,6 +26,7 @@ VALUE_COLS: tuple[str, ...] = (
     "duration",
     "overlap_window",
     "serial_compute",
+    *(f"caused_{c}" for c in CAUSED),  # waits for a late rank, inside the category's time
     "xfer",  # sum of collective transfer times in the step (from the collectives frame)
 )
 _COL = {c: i for i, c in enumerate(VALUE_COLS)}
@@ -58,6 +59,7 @@ class RunAgg:
     coll_transfer: FloatArray  # [G] mean transfer seconds per instance
     coll_weight: FloatArray  # [G] number of instances behind the mean
     coll_per_step: FloatArray  # [G] instances per rank and step
+    caused: Mapping[str, float] = field(default_factory=dict)  # waits inside CAUSED categories
 
 
 def prepare(run: RunBreakdown) -> RunData:
@@ -72,7 +74,7 @@ def prepare(run: RunBreakdown) -> RunData:
     mask[ri, si] = 1.0
     for c in VALUE_COLS[:-1]:
         if c in df.columns:
-            vals[ri, si, _COL[c]] = df[c].to_numpy(dtype=np.float64)
+            vals[ri, si, _COL[c]] = np.nan_to_num(df[c].to_numpy(dtype=np.float64))
     coll = run.collectives
     keys: list[tuple[str, int, int]] = []
     csum = np.zeros((len(ranks), len(steps), 0))
@@ -147,6 +149,7 @@ def aggregate(
         coll_transfer=transfer * fc,
         coll_weight=tcnt,
         coll_per_step=per_step,
+        caused={c: float(mean[_COL[f"caused_{c}"]]) * sc.get(c, 1.0) for c in CAUSED},
     )
 
 

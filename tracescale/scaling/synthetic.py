@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
-from tracescale.classify.result import COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
+from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,7 @@ def run(p: Synth, n: int, seed: int = 0) -> RunBreakdown:
                 "overlap_window": min(w, xs),
                 "serial_compute": p.serial.get("compute", 0.0)
                 * (noise[0] if cats["compute"] else 0),
+                **{f"caused_{c}": 0.0 for c in CAUSED},
             }
             rows.append(row)
             for k, b in enumerate(p.buckets if n > 1 else ()):
