@@ -124,10 +124,19 @@ def test_symlink_loop_and_cycle(write_trace, tmp_path):
     assert [r.world_size for r in study.runs] == [1]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_unreadable_file(write_trace, tmp_path):
+def test_unreadable_file(write_trace, tmp_path, monkeypatch):
     good = write_trace(EV, "rank0.json", folder=tmp_path / "u")
     bad = write_trace(EV, "rank1.json", folder=tmp_path / "u")
+    if os.geteuid() == 0:
+        # root reads any file whatever its mode: make the open itself refuse, like chmod 0 would.
+        real_open = open
+
+        def refusing_open(path, *args, **kwargs):
+            if str(path) == str(bad):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr("builtins.open", refusing_open)
     bad.chmod(0)
     try:
         [study] = discover(str(tmp_path / "u"))
