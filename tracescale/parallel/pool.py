@@ -20,6 +20,7 @@ import pickle
 import resource
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
@@ -36,9 +37,30 @@ _PRELOAD = ["tracescale.parallel.tasks"]
 _JOIN_TIMEOUT = 10.0
 
 
+def _main_would_rerun() -> bool:
+    """True when spawn/forkserver children would re-import the caller's script as __main__.
+
+    A user script that calls ``tracescale.analyze`` at top level, without an
+    ``if __name__ == "__main__":`` guard, would then run again in every worker.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path:
+        return False  # interactive session or notebook: nothing is re-imported
+    spec = getattr(main, "__spec__", None)
+    return not (spec is not None and str(spec.name).startswith("tracescale"))
+
+
 def context() -> BaseContext:
-    """The start method for workers: forkserver with tracescale preloaded, else spawn."""
-    if "forkserver" in mp.get_all_start_methods():
+    """The start method for workers: forkserver with tracescale preloaded, else spawn.
+
+    From an unguarded user script, a plain ``fork`` is used instead when the parent has no
+    other thread (so no inherited lock can be held): the script then runs only once.
+    """
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and _main_would_rerun() and threading.active_count() == 1:
+        return mp.get_context("fork")
+    if "forkserver" in methods:
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
         return ctx
