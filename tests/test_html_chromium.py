@@ -140,9 +140,6 @@ def test_study_report_loads_without_errors_and_is_not_blank(tmp_path: Path) -> N
     assert rgb.std() > 20, "screenshot is blank"
     colours = {tuple(p) for p in pixels[::10, ::10, :3].reshape(-1, 3).tolist()}
     assert len(colours) > 50, "screenshot has too few colours to hold charts"
-    if os.environ.get("TRACESCALE_WRITE_SCREENSHOT") == "1":
-        (ROOT / "docs").mkdir(exist_ok=True)
-        shutil.copyfile(shot, ROOT / "docs" / "report.png")
 
 
 def test_compare_report_loads_without_errors(tmp_path: Path) -> None:
@@ -176,3 +173,23 @@ def test_png_decoder_on_a_known_image() -> None:
     assert img[2].tolist() == [[5, 6, 7], [6, 7, 8]]
     assert img[3].tolist() == [[4, 5, 5], [7, 8, 8]]
     assert img[4].tolist() == [[4, 5, 5], [7, 8, 8]]
+
+
+def test_real_sample_study_report(tmp_path: Path) -> None:
+    """The demo study's own report (the README's screenshot comes from here)."""
+    from tracescale.pipeline import analyze
+
+    browser = _chromium()
+    study = analyze(str(ROOT / "sample_traces" / "sim_gpu_strong"), jobs=1, no_cache=True)
+    page = tmp_path / "sample.html"
+    page.write_text(study.render("html"), encoding="utf-8")
+    assert page.stat().st_size < 5 * 1024 * 1024
+    dom = _check_page(browser, page, tmp_path)
+    assert dom.count("<svg") >= 5
+    shot = tmp_path / "sample.png"
+    res = _run(browser, tmp_path, f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri())
+    assert shot.exists(), res.stderr[-2000:]
+    assert decode_png(shot.read_bytes())[:, :, :3].astype(float).std() > 20
+    if os.environ.get("TRACESCALE_WRITE_SCREENSHOT") == "1":
+        (ROOT / "docs").mkdir(exist_ok=True)
+        shutil.copyfile(shot, ROOT / "docs" / "report.png")

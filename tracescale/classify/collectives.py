@@ -136,6 +136,8 @@ def collective_instances(
         elif ev.input_dims[i] >= 0:
             types = strings[ev.input_type[i]] if ev.input_type[i] >= 0 else ""
             nbytes = _gloo_bytes(strings[ev.input_dims[i]], types)
+        if nbytes < 0 and ctype == "barrier":
+            nbytes = 0  # a barrier moves no data: its cost is latency only, not "unknown"
         group = int(ev.group_size[src]) if ev.group_size[src] > 0 else world
         seq = int(ev.seq[src]) if ev.seq[src] >= 0 else order
         k = int(step_of[i])

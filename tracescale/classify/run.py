@@ -65,14 +65,16 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
 
 def _cause(
     ranks: Sequence[RankResult], coll: pd.DataFrame, offsets: dict[int, int]
-) -> tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], float]]:
+) -> tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], float], dict[str, float]]:
     """Per (rank, step): seconds moved out of `communication` into the late rank's categories,
-    and the exposed wait (seconds of the rank's `communication` spent waiting for a late rank).
+    the exposed wait (seconds of the rank's `communication` spent waiting for a late rank), and
+    per collective type the seconds moved (so by-collective times match the breakdown).
 
     Concurrent instances (gloo runs several buckets at once) wait over the same interval: each
     instant of wait is counted once, or the wait exceeds the step (seen on real CPU DDP traces).
     """
     by_rank = {r.rank: r for r in ranks}
+    by_type: dict[str, float] = {}  # seconds of waiting per collective type given a cause
     moves: dict[tuple[int, int], np.ndarray] = {}
     waits: dict[tuple[int, int], float] = {}
     waiting = coll[(coll["wait"] > 0) & (coll["rank"] != coll["late_rank"])]
@@ -105,7 +107,8 @@ def _cause(
         moved[_COMM] = 0.0
         if moved.sum() > 0:
             moves[key] = moves.get(key, np.zeros(len(CATEGORIES))) + moved
-    return moves, waits
+            by_type[str(row.collective)] = by_type.get(str(row.collective), 0.0) + moved.sum()
+    return moves, waits, by_type
 
 
 def _comm_pieces(segs: object, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -142,7 +145,7 @@ def build_run(
         notes.extend(found)
         coll, offsets, w = _match(group)
         notes.extend(w)
-        moves, waits = _cause(group, coll, offsets) if len(coll) else ({}, {})
+        moves, waits, moved_by_type = _cause(group, coll, offsets) if len(coll) else ({}, {}, {})
         for r in group:
             kinds.add(r.kind)
             notes.extend(f"{r.path}: {m}" for m in r.warnings)
@@ -169,6 +172,8 @@ def build_run(
             for ctype, sec in r.comm_by_type.items():
                 by_type[ctype] = by_type.get(ctype, 0.0) + sec
             nsteps += len(steps)
+        for ctype, sec in moved_by_type.items():
+            by_type[ctype] = max(by_type.get(ctype, 0.0) - sec, 0.0)
         if len(coll):
             origin = int(coll["start_ns"].min())
             out = coll.assign(start=(coll["start_ns"] - origin) / 1e9)
@@ -180,7 +185,7 @@ def build_run(
         else pd.DataFrame(columns=list(COLLECTIVE_COLUMNS))
     )
     ranks = tuple(sorted({int(x) for x in steps_df["rank"]}))
-    per_step = {k: v / max(nsteps, 1) for k, v in by_type.items()}
+    per_step = {k: float(v) / max(nsteps, 1) for k, v in by_type.items()}
     return RunBreakdown(
         world_size=world_size,
         ranks=ranks,
