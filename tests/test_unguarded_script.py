@@ -1,4 +1,4 @@
-"""A notebook-style script with no ``if __name__ == "__main__":`` guard still works with jobs > 1."""
+"""A notebook-style script without a ``__main__`` guard still works with jobs > 1."""
 
 from __future__ import annotations
 
