@@ -89,6 +89,162 @@ def _raw_text(raw: Any) -> str:
     return bytes(raw).decode("utf-8", "replace") if raw else ""
 
 
+class _Strings:
+    """One string table across chunks; "" is id 0 (absent values map to -1 by the caller)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {"": 0}
+
+    def encode(self, flat: npt.NDArray[np.object_]) -> npt.NDArray[np.int32]:
+        """Global ids of an object array of strings: factorize in C, then map the few uniques."""
+        if flat.shape[0] == 0:
+            return np.zeros(0, dtype=np.int32)
+        codes, uniques = pd.factorize(flat)
+        ids = self.ids
+        table = np.fromiter(
+            (ids.setdefault(str(u), len(ids)) for u in uniques), dtype=np.int32, count=len(uniques)
+        )
+        out: npt.NDArray[np.int32] = table[codes]
+        return out
+
+    def table(self) -> tuple[str, ...]:
+        return tuple(self.ids)
+
+
+class _Builder:
+    """Accumulates columns chunk by chunk, so only one chunk of decoded structs is alive."""
+
+    def __init__(self) -> None:
+        self.parts: list[dict[str, npt.NDArray[Any]]] = []
+        self.meta_events: list[Event] = []
+        self.strings = _Strings()
+        self.labels: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+        self.total = 0
+
+    def skip(self, what: str, count: int) -> None:
+        if count:
+            self.skipped[what] = self.skipped.get(what, 0) + int(count)
+
+    def add(self, events: list[Event]) -> None:
+        """Columns of one chunk's complete events; consumes (clears) ``events``."""
+        self.total += len(events)
+        phases = list(map(_PH, events))
+        xs = [e for e, ph in zip(events, phases, strict=True) if ph == "X"]
+        self.meta_events.extend(e for e, ph in zip(events, phases, strict=True) if ph == "M")
+        self.skip("events without ph", phases.count(""))
+        # Kineto writes complete events only; other tools' B/E pairs are not read.
+        self.skip("begin/end (B/E) events", phases.count("B") + phases.count("E"))
+        del phases
+        events.clear()  # flows, instants, counters: freed now
+        n = len(xs)
+        texts_ts = [bytes(e.ts) for e in xs]
+        texts_dur = [bytes(e.dur) for e in xs]
+        missing = (np.fromiter(map(len, texts_ts), np.int64, n) == 0) | (
+            np.fromiter(map(len, texts_dur), np.int64, n) == 0
+        )
+        self.skip("events without ts", texts_ts.count(b""))
+        self.skip("events without dur", texts_dur.count(b""))
+        start, ok_start = us_text_to_ns(texts_ts)
+        dur, ok_dur = us_text_to_ns(texts_dur)
+        del texts_ts, texts_dur
+        has = ok_start & ok_dur
+        self.skip("events with non-numeric ts/dur", int((~has & ~missing).sum()))
+        neg = has & (dur < 0)
+        huge = has & (dur > _MAX_DUR_NS)
+        self.skip("events with negative dur", int(neg.sum()))
+        self.skip("events with absurd dur", int(huge.sum()))
+        keep = has & ~neg & ~huge
+        if not keep.all():
+            xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
+            start, dur = start[keep], dur[keep]
+        self.parts.append(self._columns(xs, start, dur))
+
+    def _columns(
+        self, xs: list[Event], start: npt.NDArray[np.int64], dur: npt.NDArray[np.int64]
+    ) -> dict[str, npt.NDArray[Any]]:
+        n = len(xs)
+        args = list(map(_ARGS, xs))
+        cols: dict[str, npt.NDArray[Any]] = {
+            f: _int_column(map(attrgetter(f), args), n) for f in _INT_ARGS
+        }
+        cols["start"], cols["dur"] = start, dur
+        cols["pid"] = _id_column(list(map(attrgetter("pid"), xs)), n, self.labels)
+        cols["tid"] = _id_column(list(map(attrgetter("tid"), xs)), n, self.labels)
+        str_lists: list[list[str]] = [
+            list(map(attrgetter("cat"), xs)),
+            list(map(attrgetter("name"), xs)),
+            list(map(attrgetter("coll_name"), args)),
+            list(map(attrgetter("dtype"), args)),
+            list(map(_raw_text, map(attrgetter("input_dims"), args))),
+            list(map(_raw_text, map(attrgetter("input_type"), args))),
+        ]
+        del args
+        flat = np.empty(n * len(str_lists), dtype=object)
+        for k, lst in enumerate(str_lists):
+            flat[k * n : (k + 1) * n] = lst
+        del str_lists
+        codes = self.strings.encode(flat).reshape(6, n)
+        for k, key in enumerate(("cat", "name", "coll_name", "dtype", "input_dims", "input_type")):
+            cols[key] = codes[k].copy()
+        return cols
+
+    def finish(self, path: str, size: int, top: TraceFile, malformed: int) -> RankTrace:
+        self.skip("malformed events", malformed)
+        total = self.total + malformed
+        if total == 0:
+            raise InvalidTraceError("'traceEvents' is empty", path=path)
+        parts = self.parts
+        start_all = np.concatenate([p["start"] for p in parts]) if parts else np.zeros(0, np.int64)
+        order = np.argsort(start_all, kind="stable")
+        del start_all
+
+        def cat(key: str, dtype: type) -> npt.NDArray[Any]:
+            """One sorted column; the chunks' pieces of it are freed as soon as it exists."""
+            if not parts:
+                return np.zeros(0, dtype=dtype)
+            out: npt.NDArray[Any] = np.concatenate([p.pop(key) for p in parts]).astype(
+                dtype, copy=False
+            )
+            return out[order]
+
+        table = self.strings.table()
+
+        def opt(key: str) -> npt.NDArray[np.int32]:
+            c = cat(key, np.int32)
+            return np.where(c == 0, np.int32(-1), c)
+
+        ext, ext_old = cat("external_id", np.int64), cat("external_id_old", np.int64)
+        cat_ids = cat("cat", np.int32)
+        device_cats = np.array([t in DEVICE_CATEGORIES for t in table], dtype=np.bool_)
+        cols = EventColumns(
+            start=cat("start", np.int64),
+            dur=cat("dur", np.int64),
+            pid=cat("pid", np.int64),
+            tid=cat("tid", np.int64),
+            cat=cat_ids,
+            name=cat("name", np.int32),
+            device=cat("device", np.int64),
+            stream=cat("stream", np.int64),
+            correlation=cat("correlation", np.int64),
+            external_id=np.where(ext >= 0, ext, ext_old),
+            coll_name=opt("coll_name"),
+            in_nelems=cat("in_nelems", np.int64),
+            out_nelems=cat("out_nelems", np.int64),
+            group_size=cat("group_size", np.int64),
+            dtype=opt("dtype"),
+            seq=cat("seq", np.int64),
+            nbytes=cat("nbytes", np.int64),
+            input_dims=opt("input_dims"),
+            input_type=opt("input_type"),
+            is_device=device_cats[cat_ids],
+        )
+        self.parts = []
+        meta = _meta(path, size, top, self.meta_events, self.labels, total, self.skipped)
+        pid_names = {v: k for k, v in self.labels.items()}
+        return RankTrace(meta=meta, strings=table, events=cols, pid_names=pid_names)
+
+
 def build_trace(
     path: str, size: int, *, events: list[Event], top: TraceFile, malformed: int = 0
 ) -> RankTrace:
@@ -96,119 +252,19 @@ def build_trace(
 
     Consumes ``events`` (the list is cleared) so the decoded structs are freed early.
     """
-    skipped: dict[str, int] = {}
-    if malformed:
-        skipped["malformed events"] = malformed
-    total = len(events) + malformed
-    if total == 0:
-        raise InvalidTraceError("'traceEvents' is empty", path=path)
-    phases = list(map(_PH, events))
-    xs = [e for e, ph in zip(events, phases, strict=True) if ph == "X"]
-    meta_events = [e for e, ph in zip(events, phases, strict=True) if ph == "M"]
-    no_ph = phases.count("")
-    begin_end = phases.count("B") + phases.count("E")
-    del phases
-    events.clear()  # flows, instants, counters: freed now
-    if no_ph:
-        skipped["events without ph"] = no_ph
-    if begin_end:
-        # Kineto writes complete events only; other tools' B/E pairs are not read.
-        skipped["begin/end (B/E) events"] = begin_end
-    n = len(xs)
-    texts_ts = [bytes(e.ts) for e in xs]
-    texts_dur = [bytes(e.dur) for e in xs]
-    missing = (np.fromiter(map(len, texts_ts), np.int64, n) == 0) | (
-        np.fromiter(map(len, texts_dur), np.int64, n) == 0
-    )
-    no_ts, no_dur = texts_ts.count(b""), texts_dur.count(b"")
-    if no_ts:
-        skipped["events without ts"] = no_ts
-    if no_dur:
-        skipped["events without dur"] = no_dur
-    start, ok_start = us_text_to_ns(texts_ts)
-    dur, ok_dur = us_text_to_ns(texts_dur)
-    del texts_ts, texts_dur
-    has = ok_start & ok_dur
-    bad_num = int((~has & ~missing).sum())
-    if bad_num:
-        skipped["events with non-numeric ts/dur"] = bad_num
-    neg = has & (dur < 0)
-    huge = has & (dur > _MAX_DUR_NS)
-    if neg.any():
-        skipped["events with negative dur"] = int(neg.sum())
-    if huge.any():
-        skipped["events with absurd dur"] = int(huge.sum())
-    keep = has & ~neg & ~huge
-    if not keep.all():
-        xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
-        start, dur = start[keep], dur[keep]
-    cols, table, labels = _columns(xs, start, dur)
-    del xs
-    order = np.argsort(cols.start, kind="stable")
-    cols = cols.take(order)
-    meta = _meta(path, size, top, meta_events, labels, total, skipped)
-    pid_names = {v: k for k, v in labels.items()}
-    return RankTrace(meta=meta, strings=table, events=cols, pid_names=pid_names)
+    builder = _Builder()
+    builder.add(events)
+    return builder.finish(path, size, top, malformed)
 
 
-def _columns(
-    xs: list[Event], start: npt.NDArray[np.int64], dur: npt.NDArray[np.int64]
-) -> tuple[EventColumns, tuple[str, ...], dict[str, int]]:
-    n = len(xs)
-    args = list(map(_ARGS, xs))
-    ints = {f: _int_column(map(attrgetter(f), args), n) for f in _INT_ARGS}
-    ext = np.where(ints["external_id"] >= 0, ints["external_id"], ints["external_id_old"])
-    labels: dict[str, int] = {}
-    pid = _id_column(list(map(attrgetter("pid"), xs)), n, labels)
-    tid = _id_column(list(map(attrgetter("tid"), xs)), n, labels)
-    # One string table for every string column; "" first so it gets id 0.
-    str_lists: list[list[str]] = [
-        list(map(attrgetter("cat"), xs)),
-        list(map(attrgetter("name"), xs)),
-        list(map(attrgetter("coll_name"), args)),
-        list(map(attrgetter("dtype"), args)),
-        list(map(_raw_text, map(attrgetter("input_dims"), args))),
-        list(map(_raw_text, map(attrgetter("input_type"), args))),
-    ]
-    del args
-    flat = np.empty(1 + n * len(str_lists), dtype=object)
-    flat[0] = ""
-    for k, lst in enumerate(str_lists):
-        flat[1 + k * n : 1 + (k + 1) * n] = lst
-    del str_lists
-    codes, uniques = pd.factorize(flat)
-    del flat
-    table = tuple(str(s) for s in uniques)
-    codes32 = codes[1:].astype(np.int32).reshape(6, n) if n else np.zeros((6, 0), np.int32)
-
-    def opt(k: int) -> npt.NDArray[np.int32]:
-        c = codes32[k]
-        return np.where(c == 0, np.int32(-1), c)
-
-    device_cats = np.array([t in DEVICE_CATEGORIES for t in table], dtype=np.bool_)
-    cols = EventColumns(
-        start=start,
-        dur=dur,
-        pid=pid,
-        tid=tid,
-        cat=codes32[0].copy(),
-        name=codes32[1].copy(),
-        device=ints["device"],
-        stream=ints["stream"],
-        correlation=ints["correlation"],
-        external_id=ext,
-        coll_name=opt(2),
-        in_nelems=ints["in_nelems"],
-        out_nelems=ints["out_nelems"],
-        group_size=ints["group_size"],
-        dtype=opt(3),
-        seq=ints["seq"],
-        nbytes=ints["nbytes"],
-        input_dims=opt(4),
-        input_type=opt(5),
-        is_device=device_cats[codes32[0]] if n else np.zeros(0, dtype=np.bool_),
-    )
-    return cols, table, labels
+def build_trace_chunks(
+    path: str, size: int, *, chunks: Iterable[list[Event]], top: TraceFile
+) -> RankTrace:
+    """Like :func:`build_trace` over successive chunks of events (bounded decode memory)."""
+    builder = _Builder()
+    for events in chunks:
+        builder.add(events)
+    return builder.finish(path, size, top, 0)
 
 
 def _meta(

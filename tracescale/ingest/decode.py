@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from collections.abc import Iterator
 from typing import Any, Union
 
 import msgspec
 
 from tracescale.errors import InvalidTraceError
-from tracescale.ingest.build import build_trace
+from tracescale.ingest.build import build_trace, build_trace_chunks
 from tracescale.ingest.trace import RankTrace
 
 DEFAULT_MEMORY_BUDGET = 8 * 1024**3  # bytes of decompressed JSON we accept per file
@@ -93,7 +94,22 @@ class TraceFile(msgspec.Struct):
     baseTimeNanoseconds: Union[int, None] = None  # noqa: UP007
 
 
+class RawTraceFile(msgspec.Struct):
+    """Top level with each event left as raw JSON: a cheap first pass over the file."""
+
+    traceEvents: Union[list[msgspec.Raw], None] = None  # noqa: UP007
+    schemaVersion: Union[int, None] = None  # noqa: UP007
+    distributedInfo: Union[DistInfo, None] = None  # noqa: UP007
+    deviceProperties: list[Device] = []
+    baseTimeNanoseconds: Union[int, None] = None  # noqa: UP007
+
+
 _DECODER = msgspec.json.Decoder(Union[TraceFile, list[Event]])  # noqa: UP007
+_RAW_DECODER = msgspec.json.Decoder(Union[RawTraceFile, list[msgspec.Raw]])  # noqa: UP007
+_CHUNK_DECODER = msgspec.json.Decoder(list[Event])
+#: Events decoded at a time: decoded structs cost ~10x their JSON, so only a chunk of them is
+#: alive at once; small enough to bound memory, large enough that per-chunk overhead vanishes.
+CHUNK_EVENTS = 8192
 
 
 def read_bytes(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> bytes | bytearray:
@@ -183,7 +199,20 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
     if not data or data.isspace():
         raise InvalidTraceError("empty file", path=path)
     try:
-        doc = _DECODER.decode(data)
+        raw_doc = _RAW_DECODER.decode(data)
+        if isinstance(raw_doc, list):
+            raws, top = raw_doc, TraceFile()
+        else:
+            if raw_doc.traceEvents is None:
+                raise InvalidTraceError(_not_kineto(path), path=path)
+            raws = raw_doc.traceEvents
+            top = TraceFile(
+                schemaVersion=raw_doc.schemaVersion,
+                distributedInfo=raw_doc.distributedInfo,
+                deviceProperties=raw_doc.deviceProperties,
+                baseTimeNanoseconds=raw_doc.baseTimeNanoseconds,
+            )
+        return build_trace_chunks(path, size, chunks=_decode_chunks(raws), top=top)
     except msgspec.ValidationError:
         return _load_lenient(data, path, size)
     except msgspec.DecodeError as exc:
@@ -192,14 +221,16 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
         if "UTF-8" in text or b"NaN" in data or b"Infinity" in data:
             return _load_lenient(data, path, size)
         raise InvalidTraceError(f"not valid JSON ({_short(exc)})", path=path) from exc
-    del data  # the Raw ts/dur texts keep the buffer alive only until the columns exist
-    if isinstance(doc, list):
-        return build_trace(path, size, events=doc, top=TraceFile())
-    if doc.traceEvents is None:
-        raise InvalidTraceError(_not_kineto(path), path=path)
-    events = doc.traceEvents
-    doc.traceEvents = []
-    return build_trace(path, size, events=events, top=doc)
+
+
+def _decode_chunks(raws: list[msgspec.Raw]) -> Iterator[list[Event]]:
+    """Typed events, CHUNK_EVENTS at a time (each chunk's structs die before the next)."""
+    while raws:
+        part = raws[:CHUNK_EVENTS]
+        del raws[:CHUNK_EVENTS]  # each raw view is released once its chunk is decoded
+        chunk = _CHUNK_DECODER.decode(b"[" + b",".join(part) + b"]")
+        del part
+        yield chunk
 
 
 def _not_kineto(path: str) -> str:
