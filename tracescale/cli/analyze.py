@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from tracescale.cli.options import analysis_kwargs, analysis_options, emit, show_progress
+from tracescale.cli.settings import CONTEXT
 from tracescale.report import FORMATS, guess_format
 
 
@@ -17,7 +18,10 @@ def pick_format(fmt: str | None, output: str | None) -> str:
     return guess_format(output) or "table"
 
 
-@click.command(epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data; 4 no traces found.")
+@click.command(
+    epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data; 4 no traces found.",
+    context_settings=CONTEXT,
+)
 @click.argument("path", type=click.Path())
 @click.option(
     "--format",

@@ -9,12 +9,14 @@ import click
 
 from tracescale.cli.analyze import pick_format
 from tracescale.cli.options import analysis_kwargs, analysis_options, emit
+from tracescale.cli.settings import CONTEXT
 from tracescale.report import FORMATS
 
 
 @click.command(
+    context_settings=CONTEXT,
     epilog="Exit codes: 0 ok; 1 a matched run regressed by more than --fail-on-regression; "
-    "2 usage; 3 invalid trace data; 4 no traces found."
+    "2 usage; 3 invalid trace data; 4 no traces found.",
 )
 @click.argument("before", type=click.Path())
 @click.argument("after", type=click.Path())

@@ -16,6 +16,7 @@ from typing import Any
 import click
 import numpy as np
 
+from tracescale.cli.settings import CONTEXT
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RankFile, RunSpec, StudySpec, discover
@@ -227,7 +228,10 @@ def render_table(doc: list[dict[str, Any]]) -> None:
             console.print(f"[yellow]warning:[/] {escape(note)}")
 
 
-@click.command(epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data (--strict); 4 no traces.")
+@click.command(
+    epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data (--strict); 4 no traces.",
+    context_settings=CONTEXT,
+)
 @click.argument("path", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.option("--strict", is_flag=True, help="Exit 3 when any rank file is bad.")

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from tracescale import __version__
+from tracescale.cli.settings import HELP_OPTIONS
 from tracescale.errors import EXIT_USAGE, TracescaleError
 
 _SUBCOMMANDS = {
@@ -46,11 +47,15 @@ class _LazyGroup(click.Group):
                 return None
             raise
         command = getattr(module, cmd_name, None)
-        return command if isinstance(command, click.Command) else None
+        if not isinstance(command, click.Command):
+            return None
+        # Same -h/--help everywhere, also when a module's command runs on its own.
+        command.context_settings.setdefault("help_option_names", list(HELP_OPTIONS))
+        return command
 
 
 @click.group(
-    cls=_LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]}
+    cls=_LazyGroup, epilog=EPILOG, context_settings={"help_option_names": list(HELP_OPTIONS)}
 )
 @click.version_option(__version__, prog_name="tracescale")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")

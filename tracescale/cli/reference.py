@@ -11,13 +11,16 @@ from tracescale.cli.main import cli
 
 
 def _help(command: click.Command, name: str, parent: click.Context | None) -> str:
-    with click.Context(command, info_name=name, parent=parent, terminal_width=100) as ctx:
+    # make_context applies the group's context_settings (-h/--help), as the real CLI does.
+    ctx = command.make_context(name, [], parent=parent, resilient_parsing=True)
+    ctx.terminal_width = 100
+    with ctx:
         return command.get_help(ctx)
 
 
 def cli_reference() -> str:
     """Markdown with ``--help`` of the group and of every subcommand."""
-    root = click.Context(cli, info_name="tracescale", terminal_width=100)
+    root = cli.make_context("tracescale", [], resilient_parsing=True)
     parts = [
         "# tracescale command-line reference",
         "",

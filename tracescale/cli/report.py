@@ -6,10 +6,13 @@ import click
 
 from tracescale.cli.analyze import pick_format
 from tracescale.cli.options import emit
+from tracescale.cli.settings import CONTEXT
 from tracescale.report import FORMATS
 
 
-@click.command(epilog="Exit codes: 0 ok; 2 usage; 3 not a study document.")
+@click.command(
+    epilog="Exit codes: 0 ok; 2 usage; 3 not a study document.", context_settings=CONTEXT
+)
 @click.argument("study", type=click.Path(dir_okay=False))
 @click.option(
     "--format",

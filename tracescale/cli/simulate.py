@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from tracescale.cli.settings import CONTEXT
 from tracescale.errors import UsageError
 from tracescale.simulate import make_params, parse_sets
 from tracescale.simulate import simulate as run_simulation
@@ -60,7 +61,7 @@ def _world_sizes(text: str) -> list[int]:
     return sizes
 
 
-@click.command("simulate", help=MODEL + help_table())
+@click.command("simulate", help=MODEL + help_table(), context_settings=CONTEXT)
 @click.option("--world-sizes", default="1,2,4,8", show_default=True, help="GPU counts to simulate.")
 @click.option(
     "--out", required=True, type=click.Path(file_okay=False), help="Study folder to write."

@@ -11,6 +11,7 @@ import sys
 import click
 
 from tracescale.capture.sweep import parse_nproc, run_sweep
+from tracescale.cli.settings import CONTEXT
 from tracescale.errors import TracescaleError
 
 
@@ -20,7 +21,11 @@ def _echo_err(message: str) -> None:
 
 @click.command(
     "sweep",
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    context_settings={
+        **CONTEXT,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+    },
 )
 @click.option("--nproc", default="1,2,4", show_default=True, help="Process counts, e.g. 1,2,4.")
 @click.option(
