@@ -139,8 +139,19 @@ def speedup_targets(world_sizes: list[int]) -> list[int]:
     return sorted(set(world_sizes) | {2 * top, 4 * top, 8 * top, 16 * top, 32, 64, 128, 1024})
 
 
+#: Weak scaling: each rank's data loading and copies serve its own shard, so they grow with the
+#: global batch (parallel work), whatever their fixed per-batch part; the serial share is the
+#: replicated and single-rank work (optimizer, sync, reduction, host), as the analyzer counts it.
+WEAK_PARALLEL = ("dataloader", "memcpy")
+
+
 def serial_fraction(params: SimParams, mode: str) -> float:
-    """(T(1) - parallel part at N=1) / T(1), noise-free; communication is not part of it."""
+    """(T(1) - parallel part at N=1) / T(1), noise-free; communication is not part of it.
+
+    In weak mode this is Gustafson's serial share at N=1 (see :data:`WEAK_PARALLEL`).
+    """
+    if mode == "weak":
+        return serial_share(params, mode, 1)
     t1 = true_step_time(params, mode, 1)
     _, b = model_terms(params)
     slow = params.straggler_factor if params.straggler_rank == 0 else 1.0
@@ -151,7 +162,8 @@ def serial_fraction(params: SimParams, mode: str) -> float:
 def serial_share(params: SimParams, mode: str, n: int) -> float:
     """Share of T(N) that is serial/replicated work (Gustafson's s in weak mode)."""
     a, _ = model_terms(params)
-    return sum(a.values()) / true_step_time(params, mode, n)
+    serial = sum(v for c, v in a.items() if mode != "weak" or c not in WEAK_PARALLEL)
+    return serial / true_step_time(params, mode, n)
 
 
 def _mean(values: list[float]) -> float:
