@@ -57,7 +57,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult, classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.errors import InvalidTraceError, NoTracesError, TracescaleError, UsageError
-from tracescale.ingest.discover import RankFile, RunGroup, RunSpec, StudySpec
+from tracescale.ingest.discover import RankFile, RunGroup, RunSpec, StudySpec, pool_repeats
 from tracescale.ingest.trace import DEVICE_CATEGORIES, EventColumns, PGConfig, RankTrace, TraceMeta
 from tracescale.parallel.tasks import TaskError
 from tracescale.study import Study, make_document
@@ -425,22 +425,7 @@ def from_hta(
         ws_given = world_sizes[i] if world_sizes is not None else None
         run = _run_spec(t, ranks, keys, ws_given, folder)
         by_ws.setdefault(run.world_size, []).append(run)
-    runs = []
-    for ws in sorted(by_ws):
-        parts = by_ws[ws]
-        runs.append(
-            RunSpec(
-                world_size=ws,
-                label=" + ".join(p.label for p in parts),
-                groups=tuple(g for p in parts for g in p.groups),
-                warnings=tuple(w for p in parts for w in p.warnings)
-                + (
-                    (f"{len(parts)} HTA traces with world size {ws} pooled as repeats",)
-                    if len(parts) > 1
-                    else ()
-                ),
-            )
-        )
+    runs = [pool_repeats(ws, by_ws[ws], "HTA traces") for ws in sorted(by_ws)]
     study_path = (
         os.path.commonpath(folders) if all(os.path.isabs(f) for f in folders) else folders[0]
     )

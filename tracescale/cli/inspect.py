@@ -16,6 +16,7 @@ from typing import Any
 import click
 import numpy as np
 
+from tracescale.classify.collectives import collective_type
 from tracescale.cli.settings import CONTEXT
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
@@ -25,20 +26,11 @@ from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
 
 _DEVICE_COLL = re.compile(r"^(nccl|rccl|hccl)", re.I)  # NCCL/RCCL/HCCL kernels, by name
-_TYPES = (
-    ("allreduce", re.compile(r"all_?reduce", re.I)),
-    ("reducescatter", re.compile(r"reduce_?scatter", re.I)),
-    ("allgather", re.compile(r"all_?gather", re.I)),
-    ("alltoall", re.compile(r"all_?to_?all", re.I)),
-    ("broadcast", re.compile(r"broadcast|bcast", re.I)),
-    ("barrier", re.compile(r"barrier", re.I)),
-    ("sendrecv", re.compile(r"send|recv", re.I)),
-)
 
 
 def collective_kind(text: str) -> str:
     """Normalized collective type of a kernel/op name or ``Collective name``."""
-    return next((kind for kind, rx in _TYPES if rx.search(text)), "other")
+    return collective_type(text)
 
 
 def _count(trace: RankTrace, idx: np.ndarray[Any, Any]) -> dict[str, int]:

@@ -150,22 +150,19 @@ def _study_from_run_folders(study: str, folders: list[str]) -> StudySpec:
         by_ws.setdefault(run.world_size, []).append(run)
     if not by_ws:
         raise NoTracesError("no Kineto trace files found", path=study)
-    runs = []
-    for ws in sorted(by_ws):
-        parts = by_ws[ws]
-        merged = RunSpec(
-            world_size=ws,
-            label=" + ".join(p.label for p in parts),
-            groups=tuple(g for p in parts for g in p.groups),
-            warnings=tuple(w for p in parts for w in p.warnings)
-            + (
-                (f"{len(parts)} folders with world size {ws} pooled as repeats",)
-                if len(parts) > 1
-                else ()
-            ),
-        )
-        runs.append(merged)
+    runs = [pool_repeats(ws, by_ws[ws], "folders") for ws in sorted(by_ws)]
     return StudySpec(path=study, runs=tuple(runs), warnings=tuple(warnings))
+
+
+def pool_repeats(world_size: int, parts: list[RunSpec], what: str) -> RunSpec:
+    """Runs of one world size pooled as repeats of one configuration (one RunSpec)."""
+    note = f"{len(parts)} {what} with world size {world_size} pooled as repeats"
+    return RunSpec(
+        world_size=world_size,
+        label=" + ".join(p.label for p in parts),
+        groups=tuple(g for p in parts for g in p.groups),
+        warnings=tuple(w for p in parts for w in p.warnings) + ((note,) if len(parts) > 1 else ()),
+    )
 
 
 def _ws_from_name(name: str) -> int | None:
