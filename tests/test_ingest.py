@@ -194,3 +194,29 @@ def test_every_shared_trace_loads_or_gives_one_line_error(shared_traces):
         steps = find_steps(t)
         assert len(t.events) > 0 and len(steps) >= 1
         assert np.all(np.diff(t.events.start) >= 0) and np.all(t.events.dur >= 0)
+
+
+def test_float_counts_in_args_are_read(tmp_path):
+    """Regression: a writer put ``"In msg nelems": 6250000.0``; the size was lost (-1)."""
+    import json
+
+    from tracescale.ingest import load_trace
+
+    ev = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10.5,
+            "dur": 5.25,
+            "args": {"In msg nelems": 6250000.0, "Group size": 2, "dtype": "Float", "stream": 7},
+        }
+    ]
+    path = tmp_path / "float_args.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    trace = load_trace(str(path))
+    assert trace.events.in_nelems.tolist() == [6250000]
+    assert trace.events.group_size.tolist() == [2]
+    assert trace.events.stream.tolist() == [7]

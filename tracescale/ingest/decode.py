@@ -288,6 +288,14 @@ def _load_lenient(data: bytes | bytearray, path: str, size: int) -> RankTrace:
 
 
 def _as_int(value: Any, default: int = -1) -> int:
+    if isinstance(value, _Num):  # some writers put counts as floats ("6250000.0")
+        try:
+            as_float = float(value)
+        except ValueError:
+            return default
+        if not (as_float.is_integer() and abs(as_float) < 2**63):
+            return default
+        value = int(as_float)
     if isinstance(value, bool) or not isinstance(value, int):
         return default
     return value if -(2**63) <= value < 2**63 else default
@@ -315,7 +323,13 @@ def _lenient_event(raw: Any) -> Event | None:
     if isinstance(args_in, dict):
         try:
             args = msgspec.convert(
-                {k: v for k, v in args_in.items() if _arg_ok(k, v)}, Args, from_attributes=False
+                {
+                    k: _as_int(v) if k in _INT_ARGS else str(v)
+                    for k, v in args_in.items()
+                    if _arg_ok(k, v)
+                },
+                Args,
+                from_attributes=False,
             )
         except (msgspec.ValidationError, TypeError):
             args = _NO_ARGS

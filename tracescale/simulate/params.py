@@ -154,6 +154,7 @@ def make_params(
     for name in overrides:
         if name not in _FIELDS:
             raise UsageError(f"unknown simulator parameter {name!r}")
+        overrides[name] = _convert(name, repr(overrides[name]))  # 2e8 for an int field -> int
     params = dataclasses.replace(base or SimParams(), **overrides)  # type: ignore[arg-type]
     _check(params)
     return params

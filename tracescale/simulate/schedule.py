@@ -68,7 +68,7 @@ def make_plan(params: SimParams, n: int, mode: str) -> Plan:
     for b in range(nb):
         frac = params.comm_start + (1 - params.comm_start) * b / max(nb - 1, 1)
         after.append(min(kb, max(1, math.ceil(frac * kb - 1e-9))))
-    total = params.model_bytes // 4
+    total = int(params.model_bytes) // 4
     nelems = [total // nb + (1 if b < total % nb else 0) for b in range(nb)]
     return Plan(
         params=params,
