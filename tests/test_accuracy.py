@@ -19,6 +19,15 @@ CASES = {
     "strong-straggler": ("strong", 2, {"straggler_rank": 1, "straggler_factor": 1.3}),
     "strong-late-straggler": ("strong", 4, {"straggler_rank": 2, "straggler_factor": 1.5}),
     "weak-straggler": ("weak", 6, {"straggler_rank": 1, "straggler_factor": 1.3}),
+    # Bucketed AllReduce whose last bucket cannot hide: found by a random sweep, where a plain
+    # "transfer minus overlap window" model was off by 40-75% at N=32.
+    "strong-large-model": ("strong", 627, {"model_bytes": 4e8, "comm_start": 0.0}),
+    "strong-many-buckets": ("strong", 663, {"model_bytes": 2e8, "buckets": 8, "comm_start": 0.3}),
+    "weak-slow-network": (
+        "weak",
+        888,
+        {"bandwidth": 5e9, "alpha": 1e-4, "model_bytes": 2e8, "dl_parallel": 0.0},
+    ),
 }
 
 

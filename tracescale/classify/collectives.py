@@ -15,7 +15,7 @@ import pandas as pd
 
 from tracescale.categories import COLLECTIVE_TYPES
 from tracescale.classify.timeline import BOOL, I64
-from tracescale.ingest.steps import StepWindows, launch_step
+from tracescale.ingest.steps import StepWindows, launch_step, launch_times
 from tracescale.ingest.trace import RankTrace
 
 _DTYPE_BYTES = {
@@ -106,6 +106,7 @@ def collective_instances(
         idx = np.flatnonzero(~ev.is_device & on_comm_thread & gloo[ev.name])
     world = trace.meta.world_size or 1
     step_of = launch_step(trace, win.host_start, win.host_end)
+    launched = launch_times(trace)
     # Sizes from record_param_comms (or the event itself), keyed by External id.
     by_ext: dict[int, int] = {}
     rpc = np.flatnonzero(~ev.is_device & (ev.coll_name >= 0) & (ev.external_id >= 0))
@@ -143,9 +144,21 @@ def collective_instances(
         k = int(step_of[i])
         step = int(win.numbers[k]) if k >= 0 else -1
         rows.append(
-            (step, ctype, seq, order, nbytes, group, int(ev.start[i]), int(ev.start[i] + ev.dur[i]))
+            (
+                step,
+                ctype,
+                seq,
+                order,
+                nbytes,
+                group,
+                int(ev.start[i]),
+                int(ev.start[i] + ev.dur[i]),
+                int(launched[i]),
+                bool(ev.is_device[i] or on_comm_thread[i]),
+            )
         )
     cols = ["step", "collective", "seq", "order", "bytes", "group_size", "start_ns", "end_ns"]
+    cols += ["ready_ns", "async"]  # when it could start; True unless the main thread blocks
     return pd.DataFrame(rows, columns=cols)
 
 

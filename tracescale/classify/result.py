@@ -45,6 +45,8 @@ COLLECTIVE_COLUMNS: tuple[str, ...] = (
     "transfer",  # shortest duration of this instance over all ranks of the run
     "wait",  # duration - transfer
     "exposed",  # part not overlapped by compute
+    "hideable",  # compute the rank ran from this instance's launch to its wait point (async only)
+    "async",  # bool: runs beside the main thread (NCCL kernel, gloo thread), not a host block
 )
 
 

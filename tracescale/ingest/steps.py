@@ -116,12 +116,9 @@ def find_steps(trace: RankTrace) -> StepWindows:
     )
 
 
-def launch_step(trace: RankTrace, host_start: I64, host_end: I64) -> I64:
-    """For every event, the index of the step whose host window launched it (-1 if none).
-
-    Host events: the window containing their start. Device events: the window containing the
-    start of the host call with the same ``correlation`` id, else their own start.
-    """
+def launch_times(trace: RankTrace) -> I64:
+    """For every event, when it was launched: device events at the start of the host call with
+    the same ``correlation`` id (else their own start), host events at their start."""
     ev = trace.events
     when = ev.start.copy()
     dev = ev.is_device & (ev.correlation >= 0)
@@ -137,6 +134,12 @@ def launch_step(trace: RankTrace, host_start: I64, host_end: I64) -> I64:
         hit = np.zeros(len(dev_idx), dtype=np.bool_)
         hit[pos_ok] = keys_sorted[pos[pos_ok]] == ev.correlation[dev_idx][pos_ok]
         when[dev_idx[hit]] = host_starts[pos[hit]]
+    return when
+
+
+def launch_step(trace: RankTrace, host_start: I64, host_end: I64) -> I64:
+    """For every event, the index of the step whose host window launched it (-1 if none)."""
+    when = launch_times(trace)
     k = np.searchsorted(host_start, when, side="right") - 1
     inside = (k >= 0) & (when < host_end[np.clip(k, 0, None)])
     return np.where(inside, k, -1).astype(np.int64)

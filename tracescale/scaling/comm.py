@@ -72,6 +72,9 @@ class TransferFit:
     n_instances: int
     template_ws: int  # world size the template was taken from (0: none)
     template: tuple[tuple[str, int, int, float], ...]  # (type, bytes, group, count per step)
+    #: Barriers move no data and their latency is the implementation's (often a constant
+    #: rendezvous): measured mean transfer, kept as is at any N instead of fitted into alpha.
+    barrier_s: float = 0.0
 
     @property
     def bandwidth(self) -> float | None:
@@ -83,10 +86,17 @@ class TransferFit:
         out: dict[str, FloatArray] = {}
         for ctype, nbytes, g, cnt in self.template:
             gg = np.maximum(np.rint(g * n / max(self.template_ws, 1)), 1.0)
-            lat, bw = factors(ctype, gg, nbytes, self.algorithm)
-            val = cnt * (self.alpha_s * lat + self.inv_bw * bw)
+            val = cnt * self.instance_time(ctype, nbytes, gg)
             out[ctype] = out.get(ctype, np.zeros_like(n)) + val
         return out
+
+    def instance_time(self, ctype: str, nbytes: int, group: FloatArray) -> FloatArray:
+        """Transfer seconds of one instance at group sizes ``group`` (0 where group <= 1)."""
+        group = np.asarray(group, dtype=np.float64)
+        if ctype == "barrier":
+            return np.where(group > 1, self.barrier_s, 0.0)
+        lat, bw = factors(ctype, group, nbytes, self.algorithm)
+        return np.asarray(self.alpha_s * lat + self.inv_bw * bw, dtype=np.float64)
 
     def predict(self, n: FloatArray) -> FloatArray:
         parts = self.predict_by_type(n)
@@ -102,7 +112,7 @@ def _rows(
     lat, bw, y, w, gs = [], [], [], [], []
     for a in aggs:
         for k, (ctype, nbytes, g) in enumerate(a.coll_keys):
-            if g <= 1 or a.coll_weight[k] <= 0:
+            if g <= 1 or a.coll_weight[k] <= 0 or ctype == "barrier":
                 continue
             la, ba = factors(ctype, np.array([float(g)]), nbytes, algo)
             lat.append(la[0])
@@ -168,7 +178,15 @@ def fit_transfer(aggs: Sequence[RunAgg], algorithm: str | None = None) -> Transf
         x, y, w, gs = _rows(aggs, algo)
         if len(y) == 0:
             return TransferFit(
-                algo, DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, False, 0.0, 0, tws, tmpl
+                algo,
+                DEFAULT_ALPHA_S,
+                1.0 / DEFAULT_BANDWIDTH,
+                False,
+                0.0,
+                0,
+                tws,
+                tmpl,
+                _barrier_s(aggs),
             )
         alpha, inv, _ = _solve(x, y, w)
         pred = x @ np.array([alpha, inv])
@@ -188,4 +206,15 @@ def fit_transfer(aggs: Sequence[RunAgg], algorithm: str | None = None) -> Transf
     if len(scores) == 2 and scores["tree"][0] < TREE_MARGIN * scores["ring"][0]:
         algo = "tree"
     _, alpha, inv, rmse, n = scores[algo]
-    return TransferFit(algo, alpha, inv, True, rmse, n, tws, tmpl)
+    return TransferFit(algo, alpha, inv, True, rmse, n, tws, tmpl, _barrier_s(aggs))
+
+
+def _barrier_s(aggs: Sequence[RunAgg]) -> float:
+    """Weighted mean measured barrier transfer over the runs (0 when none was traced)."""
+    num = den = 0.0
+    for a in aggs:
+        for k, (ctype, _, g) in enumerate(a.coll_keys):
+            if ctype == "barrier" and g > 1 and a.coll_weight[k] > 0:
+                num += float(a.coll_transfer[k] * a.coll_weight[k])
+                den += float(a.coll_weight[k])
+    return num / den if den > 0 else 0.0

@@ -18,7 +18,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.result import CAUSED
 from tracescale.scaling.comm import TransferFit, fit_transfer
 from tracescale.scaling.models import SeriesFit, fit_series
-from tracescale.scaling.stats import RunAgg
+from tracescale.scaling.stats import RunAgg, ScheduleRow
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -42,6 +42,53 @@ WEAK_SERIAL: tuple[str, ...] = ("sync", "reduction", "host", "idle")
 _EXPOSED_MIN = 0.02
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """A typical step's collectives in order, for bucketed overlap (DDP's AllReduce buckets).
+
+    Bucket k starts when its gradients are ready and runs after the buckets before it; the
+    compute left after it started (``hide``) can hide it and everything after it. The step
+    waits for the last bucket, so the exposed time is ``max_k(sum_{j>=k} X_j - hide_k)``;
+    blocking host collectives (barrier) add their transfer. At a new N, ``X_j`` comes from the
+    alpha-beta fit and ``hide_k`` scales with the parallel compute.
+    """
+
+    rows: tuple[ScheduleRow, ...]
+    world_size: int
+
+    @classmethod
+    def from_runs(cls, aggs: Sequence[RunAgg], template_ws: int) -> Schedule | None:
+        """From the largest run with asynchronous collectives that record hideable compute."""
+        live = [a for a in aggs if a.world_size > 1 and any(r[3] and r[2] > 1 for r in a.schedule)]
+        best = max(live, key=lambda a: a.world_size) if live else None
+        if best is None or not any(r[4] > 0 for r in best.schedule):
+            return None
+        return cls(best.schedule, best.world_size)
+
+    def exposed(
+        self, n: FloatArray, transfer: TransferFit, parallel: Callable[[FloatArray], FloatArray]
+    ) -> FloatArray:
+        n = np.asarray(n, dtype=np.float64)
+        ref = float(parallel(np.array([float(self.world_size)]))[0])
+        scale = parallel(n) / ref if ref > 0 else np.ones_like(n)
+        blocking = np.zeros_like(n)
+        times, hides = [], []
+        for ctype, nbytes, group, is_async, hide in self.rows:
+            g = np.maximum(np.rint(group * n / self.world_size), 1.0)
+            x = transfer.instance_time(ctype, max(nbytes, 0), g)
+            if is_async:
+                times.append(x)
+                hides.append(hide * scale)
+            else:
+                blocking = blocking + x
+        worst = np.zeros_like(n)
+        suffix = np.zeros_like(n)
+        for x, h in zip(reversed(times), reversed(hides), strict=True):
+            suffix = suffix + x
+            worst = np.maximum(worst, suffix - h)
+        return np.asarray(blocking + worst, dtype=np.float64)
+
+
 #: Waits for late ranks below this share of a category are jitter, not a straggler.
 _STRAGGLER_MIN = 0.02
 
@@ -60,8 +107,18 @@ class StudyModel:
     #: Per CAUSED category: the straggler penalty relative to the category's parallel part.
     straggler: Mapping[str, float] = field(default_factory=dict)
     straggler_onset: Mapping[str, int] = field(default_factory=dict)
+    schedule: Schedule | None = None
+
+    def parallel_compute(self, n: FloatArray) -> FloatArray:
+        """The compute that shrinks with N (and can hide communication)."""
+        c = self.cats["compute"]
+        return np.maximum(c.predict(n) - c.serial(), 0.0)
 
     def exposed(self, n: FloatArray) -> FloatArray:
+        if self.schedule is not None:
+            return self.schedule.exposed(
+                np.asarray(n, dtype=np.float64), self.transfer, self.parallel_compute
+            )
         x = self.transfer.predict(n)
         w = self.overlap.predict(n) if self.overlap is not None else np.zeros_like(x)
         # The critical path is the straggler's: its slower compute hides more of the transfer.
@@ -191,14 +248,23 @@ def fit_study(
     xfer = np.array([a.xfer for a in aggs])
     ow = np.array([a.overlap_window for a in aggs])
     comm = np.array([a.cats["communication"] for a in aggs])
-    exposed = np.maximum(xfer - ow, 0.0)
+    schedule = Schedule.from_runs(aggs, transfer.template_ws)
+    if schedule is not None:
+        probe = StudyModel(mode, cats, cats["idle"], None, transfer, 0.0, 0.0, straggler, onsets)
+        exposed = schedule.exposed(n, transfer, probe.parallel_compute)
+    else:
+        exposed = np.maximum(xfer - ow, 0.0)
     residual = series("communication.residual", np.maximum(comm - exposed, 0.0), n, w)
 
     overlap = _fit_overlap(aggs, n, w, mode, cats["compute"], series)
     big = aggs[-1]
     ratio = big.serial_compute / big.cats["compute"] if big.cats["compute"] > 0 else 0.0
     ratio = min(max(ratio, 0.0), 1.0)
-    model = StudyModel(mode, cats, residual, overlap, transfer, ratio, 0.0, straggler, onsets)
+    model = StudyModel(
+        mode, cats, residual, overlap, transfer, ratio, 0.0, straggler, onsets, schedule
+    )
     pred = model.predict(n)["communication"]
     rmse = float(np.sqrt(np.mean((pred - comm) ** 2)))
-    return StudyModel(mode, cats, residual, overlap, transfer, ratio, rmse, straggler, onsets)
+    return StudyModel(
+        mode, cats, residual, overlap, transfer, ratio, rmse, straggler, onsets, schedule
+    )

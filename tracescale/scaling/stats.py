@@ -43,6 +43,35 @@ class RunData:
     coll_keys: tuple[tuple[str, int, int], ...]  # (collective, bytes, group_size)
     coll_sum: FloatArray  # [R, S, G] summed transfer seconds
     coll_cnt: FloatArray  # [R, S, G] instance counts
+    schedule: tuple[ScheduleRow, ...] = ()
+
+
+#: One collective of a typical step, in order: (type, bytes, group size, asynchronous,
+#: mean compute that can hide it and everything after it, seconds).
+ScheduleRow = tuple[str, int, int, bool, float]
+
+
+def step_schedule(coll: pd.DataFrame) -> tuple[ScheduleRow, ...]:
+    """The typical step's collectives in order, with the compute that can hide each.
+
+    Steps whose count of instances differs from the most common count are left out (a
+    profiler window cut mid-step); each position takes its most common key and mean hideable.
+    """
+    need = {"rank", "step", "collective", "bytes", "group_size", "start", "hideable", "async"}
+    if coll.empty or not need <= set(coll.columns) or coll["hideable"].isna().all():
+        return ()
+    c = coll.sort_values(["rank", "step", "start"], kind="stable")
+    size = c.groupby(["rank", "step"])["collective"].transform("size")
+    typical = int(size.mode().iloc[0])
+    c = c[size == typical].copy()
+    c["pos"] = c.groupby(["rank", "step"]).cumcount()
+    rows: list[ScheduleRow] = []
+    for _, g in c.groupby("pos", sort=True):
+        key = g.groupby(["collective", "bytes", "group_size", "async"]).size().idxmax()
+        ctype, nbytes, group, is_async = key
+        hide = float(np.nan_to_num(g["hideable"].to_numpy(dtype=np.float64)).mean())
+        rows.append((str(ctype), int(nbytes), int(group), bool(is_async), hide))
+    return tuple(rows)
 
 
 @dataclass(frozen=True)
@@ -60,6 +89,7 @@ class RunAgg:
     coll_weight: FloatArray  # [G] number of instances behind the mean
     coll_per_step: FloatArray  # [G] instances per rank and step
     caused: Mapping[str, float] = field(default_factory=dict)  # waits inside CAUSED categories
+    schedule: tuple[ScheduleRow, ...] = ()  # the run's typical step of collectives
 
 
 def prepare(run: RunBreakdown) -> RunData:
@@ -103,7 +133,14 @@ def prepare(run: RunBreakdown) -> RunData:
             np.add.at(ccnt, (cri, csi, codes), 1.0)
             vals[:, :, _COL["xfer"]] = csum.sum(axis=2)
     return RunData(
-        run.world_size, tuple(int(r) for r in ranks), vals, mask, tuple(keys), csum, ccnt
+        run.world_size,
+        tuple(int(r) for r in ranks),
+        vals,
+        mask,
+        tuple(keys),
+        csum,
+        ccnt,
+        step_schedule(run.collectives),
     )
 
 
@@ -150,6 +187,7 @@ def aggregate(
         coll_weight=tcnt,
         coll_per_step=per_step,
         caused={c: float(mean[_COL[f"caused_{c}"]]) * sc.get(c, 1.0) for c in CAUSED},
+        schedule=d.schedule,
     )
 
 
