@@ -135,10 +135,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="*", type=Path, default=FILES)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--large-gb",
+        type=float,
+        default=0.0,
+        help="Instead: ingest one generated trace of about this many GB of JSON.",
+    )
     args = parser.parse_args(argv)
     if args.child:
         _child(args.child, str(args.files[0]), args.repeat)
         return 0
+    if args.large_gb > 0:
+        return _large(args.large_gb)
     from rich.console import Console
     from rich.table import Table
 
@@ -184,6 +192,43 @@ def main(argv: list[str] | None = None) -> int:
     )
     for note in dict.fromkeys(notes):
         console.print(f"- {note}")
+    return 0
+
+
+def _large(gigabytes: float) -> int:
+    """Generate one simulated rank of ~``gigabytes`` of JSON and ingest it in a fresh process.
+
+    Shows that a file far larger than the tests' is read in one pass without a second copy:
+    the peak added memory is compared with the JSON size (one copy of the JSON is 1.0x).
+    """
+    import tempfile
+
+    from tracescale.ingest.decode import read_bytes
+    from tracescale.simulate import make_params, simulate
+
+    with tempfile.TemporaryDirectory(prefix="tracescale-large-") as tmp:
+        params = make_params({"layers": 2000})
+        probe = Path(tmp) / "probe"
+        simulate([1], probe, steps=2, seed=0, params=params)
+        per_step = len(read_bytes(str(next((probe / "ws1").iterdir())))) / 2
+        steps = max(int(gigabytes * 1e9 / per_step), 1)
+        t0 = time.perf_counter()
+        simulate([1], Path(tmp) / "big", steps=steps, seed=0, params=params)
+        made = time.perf_counter() - t0
+        path = next((Path(tmp) / "big" / "ws1").iterdir())
+        case = next(c for c in CASES if c.name.startswith("tracescale"))
+        r = _measure(case, path, 1)
+    if "error" in r:
+        print(f"large trace: error: {r['error']}")
+        return 0
+    gb = r["json_bytes"] / 1e9
+    added = (r["peak_kb"] - r["base_kb"]) * 1024
+    print(
+        f"large trace: {gb:.2f} GB of JSON ({steps} steps, generated in {made:.0f} s); "
+        f"load_trace+find_steps {r['seconds']:.1f} s ({gb * 1e3 / r['seconds']:.0f} MB/s); "
+        f"peak RSS {r['peak_kb'] / 1024**2:.2f} GB, added {added / 1e9:.2f} GB "
+        f"= {added / r['json_bytes']:.2f}x the JSON (a second copy would add 1.0x more)"
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
+from tracescale.ingest import remote
 from tracescale.ingest.sniff import FileHead, sniff
 
 if sys.version_info >= (3, 11):
@@ -74,8 +75,15 @@ def _is_candidate(name: str) -> bool:
     return name.endswith(_TRACE_SUFFIXES) and name not in _SKIP_NAMES and not name.startswith(".")
 
 
+def _isfile(path: str) -> bool:
+    return remote.is_file(path) if remote.is_url(path) else os.path.isfile(path)
+
+
 def _trace_files(folder: str) -> tuple[list[str], list[str]]:
     """(trace-looking files directly in ``folder``, sub-folders), sorted, symlink loops skipped."""
+    if remote.is_url(folder):
+        files, dirs = remote.listing(folder)
+        return [f for f in files if _is_candidate(f.rsplit("/", 1)[-1])], dirs
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except PermissionError as exc:
@@ -95,28 +103,32 @@ def _trace_files(folder: str) -> tuple[list[str], list[str]]:
 def discover(path: str, _seen: set[str] | None = None) -> list[StudySpec]:
     """Studies under ``path``; raises NoTracesError when nothing looks like a trace."""
     seen = set() if _seen is None else _seen
-    real = os.path.realpath(path)
+    real = path if remote.is_url(path) else os.path.realpath(path)
     if real in seen:  # a symlink back up the tree: already visited
         raise NoTracesError("symlink cycle", path=path)
     seen.add(real)
-    try:
-        os.stat(path)
-    except FileNotFoundError as exc:
-        raise NoTracesError("no such file or folder", path=path) from exc
-    except OSError as exc:
-        raise InvalidTraceError(f"cannot open: {exc.strerror or exc}", path=path) from exc
-    if os.path.isfile(path):
+    if remote.is_url(path):
+        if not remote.exists(path):
+            raise NoTracesError("no such file or folder", path=path)
+    else:
+        try:
+            os.stat(path)
+        except FileNotFoundError as exc:
+            raise NoTracesError("no such file or folder", path=path) from exc
+        except OSError as exc:
+            raise InvalidTraceError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+    if _isfile(path):
         head = sniff(path, strict=True)
         run = _make_run([head], path, ws_hint=None, label=os.path.basename(path))
         return [StudySpec(path=path, runs=(run,))]
     toml_path = os.path.join(path, "tracescale.toml")
-    if os.path.isfile(toml_path):
+    if not remote.is_url(path) and os.path.isfile(toml_path):
         return [_study_from_toml(path, toml_path)]
     files, dirs = _trace_files(path)
     if files:
         return [_study_from_run_folders(path, [path])]
     run_dirs = [
-        d for d in dirs if _trace_files(d)[0] or os.path.isfile(os.path.join(d, "tracescale.toml"))
+        d for d in dirs if _trace_files(d)[0] or _isfile(os.path.join(d, "tracescale.toml"))
     ]
     if run_dirs and any(_trace_files(d)[0] for d in run_dirs):
         return [_study_from_run_folders(path, [d for d in run_dirs if _trace_files(d)[0]])]

@@ -12,6 +12,7 @@ import zlib
 from dataclasses import dataclass
 
 from tracescale.errors import InvalidTraceError
+from tracescale.ingest import remote
 
 _HEAD = 64 * 1024
 _DIST_RE = re.compile(rb'"distributedInfo"\s*:\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)', re.S)
@@ -31,8 +32,11 @@ class FileHead:
 
 
 def _head_bytes(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        raw = fh.read(_HEAD)
+    if remote.is_url(path):
+        raw = remote.head(path, _HEAD)
+    else:
+        with open(path, "rb") as fh:
+            raw = fh.read(_HEAD)
     if raw[:2] != b"\x1f\x8b":
         return raw
     try:
@@ -44,7 +48,7 @@ def _head_bytes(path: str) -> bytes:
 def sniff(path: str, *, strict: bool) -> FileHead:
     """Head facts of ``path``; with ``strict`` a non-trace raises, else it goes in ``error``."""
     try:
-        size = os.path.getsize(path)
+        size = remote.size(path) if remote.is_url(path) else os.path.getsize(path)
         head = _head_bytes(path)
     except InvalidTraceError as exc:
         if strict:
