@@ -200,19 +200,6 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
         raise InvalidTraceError("empty file", path=path)
     try:
         raw_doc = _RAW_DECODER.decode(data)
-        if isinstance(raw_doc, list):
-            raws, top = raw_doc, TraceFile()
-        else:
-            if raw_doc.traceEvents is None:
-                raise InvalidTraceError(_not_kineto(path), path=path)
-            raws = raw_doc.traceEvents
-            top = TraceFile(
-                schemaVersion=raw_doc.schemaVersion,
-                distributedInfo=raw_doc.distributedInfo,
-                deviceProperties=raw_doc.deviceProperties,
-                baseTimeNanoseconds=raw_doc.baseTimeNanoseconds,
-            )
-        return build_trace_chunks(path, size, chunks=_decode_chunks(raws), top=top)
     except msgspec.ValidationError:
         return _load_lenient(data, path, size)
     except msgspec.DecodeError as exc:
@@ -221,6 +208,27 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
         if "UTF-8" in text or b"NaN" in data or b"Infinity" in data:
             return _load_lenient(data, path, size)
         raise InvalidTraceError(f"not valid JSON ({_short(exc)})", path=path) from exc
+    if isinstance(raw_doc, list):
+        raws, top = raw_doc, TraceFile()
+    else:
+        if raw_doc.traceEvents is None:
+            raise InvalidTraceError(_not_kineto(path), path=path)
+        raws = raw_doc.traceEvents
+        raw_doc.traceEvents = None
+        top = TraceFile(
+            schemaVersion=raw_doc.schemaVersion,
+            distributedInfo=raw_doc.distributedInfo,
+            deviceProperties=raw_doc.deviceProperties,
+            baseTimeNanoseconds=raw_doc.baseTimeNanoseconds,
+        )
+    # The raw views keep the JSON buffer alive only until the last chunk is decoded; the
+    # rare file that breaks the typed schema is read again for the lenient path.
+    del data, raw_doc
+    try:
+        return build_trace_chunks(path, size, chunks=_decode_chunks(raws), top=top)
+    except (msgspec.ValidationError, msgspec.DecodeError):  # wrong types, bad UTF-8 in names
+        del raws
+        return _load_lenient(read_bytes(path, memory_budget=memory_budget), path, size)
 
 
 def _decode_chunks(raws: list[msgspec.Raw]) -> Iterator[list[Event]]:
