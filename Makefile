@@ -40,6 +40,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tracescale.bench
+	$(BIN)/python -m tracescale.bench --large-gb 1
 	$(BIN)/python -m tracescale.bench_scale
 
 sample-traces:
