@@ -62,8 +62,8 @@ def _check_duplicate_ranks(results: list[RankResult]) -> list[RankResult]:
             continue
         spans = sorted(
             (
-                int(r.segments.start[0]) if len(r.segments.start) else 0,
-                int(r.segments.end[-1]) if len(r.segments.end) else 0,
+                r.segments.first,
+                r.segments.stop,
                 r.path,
             )
             for r in rs

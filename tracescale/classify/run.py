@@ -15,7 +15,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
 from tracescale.classify.single_rank import apply_single_rank
-from tracescale.classify.timeline import CAT
+from tracescale.classify.timeline import CAT, Segments
 
 _COMM = CAT["communication"]
 _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, assume skew
@@ -111,20 +111,9 @@ def _cause(
     return moves, waits, by_type
 
 
-def _comm_pieces(segs: object, lo: int, hi: int) -> list[tuple[int, int]]:
+def _comm_pieces(segs: Segments, lo: int, hi: int) -> list[tuple[int, int]]:
     """The parts of ``[lo, hi)`` that a rank's timeline attributes to communication."""
-    from tracescale.classify.timeline import Segments
-
-    assert isinstance(segs, Segments)
-    i0 = int(np.searchsorted(segs.end, lo, side="right"))
-    i1 = int(np.searchsorted(segs.start, hi, side="left"))
-    out = []
-    for s, e, c in zip(segs.start[i0:i1], segs.end[i0:i1], segs.cat[i0:i1], strict=True):
-        if c == _COMM:
-            a, b = max(int(s), lo), min(int(e), hi)
-            if b > a:
-                out.append((a, b))
-    return out
+    return segs.pieces(lo, hi, _COMM)
 
 
 def build_run(

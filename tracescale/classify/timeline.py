@@ -32,38 +32,86 @@ def coverage(points: I64, starts: I64, ends: I64) -> BOOL:
     return np.cumsum(delta)[:nseg] > 0
 
 
+_GAP = np.int8(-1)  # untraced time between step windows: no category
+
+
 @dataclass(frozen=True)
 class Segments:
-    """A rank's categorized timeline: merged runs of one category, ns, sorted, non-overlapping."""
+    """A rank's categorized timeline: runs of one category, sorted, in ns.
+
+    Stored as a tiling, segment ``i`` running from ``start[i]`` to ``start[i+1]`` (the last to
+    ``stop``), with gaps between step windows as category -1: half the memory of start/end
+    pairs, which counts in a parent that holds thousands of ranks' timelines.
+    """
 
     start: I64
-    end: I64
     cat: I8
+    stop: int
+
+    def _slice(self, lo: int, hi: int) -> tuple[int, int]:
+        i0 = max(int(np.searchsorted(self.start, lo, side="right")) - 1, 0)
+        i1 = int(np.searchsorted(self.start, hi, side="left"))
+        return i0, i1
+
+    def _ends(self, i0: int, i1: int) -> I64:
+        if i1 >= self.start.shape[0]:
+            return np.append(self.start[i0 + 1 :], np.int64(self.stop))
+        return self.start[i0 + 1 : i1 + 1]
+
+    @property
+    def end(self) -> I64:
+        """End of every segment (computed: only the starts are stored)."""
+        return self._ends(0, self.start.shape[0])
+
+    @property
+    def first(self) -> int:
+        """Start of the first categorized segment (0 when empty)."""
+        live = np.flatnonzero(self.cat >= 0)
+        return int(self.start[live[0]]) if live.size else 0
 
     def time_in(self, lo: int, hi: int) -> npt.NDArray[np.float64]:
         """Seconds of each category inside ``[lo, hi)``."""
         out = np.zeros(len(CATEGORIES), dtype=np.float64)
         if hi <= lo or self.start.shape[0] == 0:
             return out
-        i0 = int(np.searchsorted(self.end, lo, side="right"))
-        i1 = int(np.searchsorted(self.start, hi, side="left"))
+        i0, i1 = self._slice(lo, hi)
         if i1 <= i0:
             return out
         s = np.maximum(self.start[i0:i1], lo)
-        e = np.minimum(self.end[i0:i1], hi)
-        np.add.at(out, self.cat[i0:i1], np.maximum(e - s, 0) / 1e9)
+        e = np.minimum(self._ends(i0, i1), hi)
+        c = self.cat[i0:i1]
+        ok = c >= 0
+        np.add.at(out, c[ok], np.maximum(e - s, 0)[ok] / 1e9)
+        return out
+
+    def pieces(self, lo: int, hi: int, category: int) -> list[tuple[int, int]]:
+        """The parts of ``[lo, hi)`` in ``category``, as (start, end) ns pairs."""
+        if hi <= lo or self.start.shape[0] == 0:
+            return []
+        i0, i1 = self._slice(lo, hi)
+        out = []
+        ends = self._ends(i0, i1)
+        for s, e, c in zip(self.start[i0:i1], ends, self.cat[i0:i1], strict=True):
+            if c == category:
+                a, b = max(int(s), lo), min(int(e), hi)
+                if b > a:
+                    out.append((a, b))
         return out
 
 
 def merge_runs(seg_start: I64, seg_end: I64, cat: I8) -> Segments:
-    """Merge adjacent segments of the same category (keeps parent-side memory small)."""
+    """Merge adjacent segments of the same category; gaps become category -1 segments."""
     if seg_start.shape[0] == 0:
-        return Segments(seg_start, seg_end, cat)
+        return Segments(seg_start.astype(np.int64), cat.astype(np.int8), 0)
     brk = np.ones(seg_start.shape[0], dtype=np.bool_)
     brk[1:] = (cat[1:] != cat[:-1]) | (seg_start[1:] != seg_end[:-1])
     idx = np.flatnonzero(brk)
     last = np.append(idx[1:] - 1, seg_start.shape[0] - 1)
-    return Segments(seg_start[idx].copy(), seg_end[last].copy(), cat[idx].copy())
+    s, e, c = seg_start[idx], seg_end[last], cat[idx]
+    gap = np.flatnonzero(s[1:] != e[:-1])  # a gap after run i: from e[i] to s[i+1]
+    starts = np.insert(s, gap + 1, e[gap])
+    cats = np.insert(c, gap + 1, _GAP)
+    return Segments(starts.astype(np.int64), cats.astype(np.int8), int(e[-1]))
 
 
 def last_at_or_before(times_sorted: I64, query: I64) -> I64:
@@ -79,11 +127,13 @@ def relabel(segs: Segments, lo: I64, hi: I64, source: I8, target: int) -> Segmen
     """Segments inside any ``[lo, hi)`` whose category is in ``source`` become ``target``."""
     if lo.shape[0] == 0 or segs.start.shape[0] == 0:
         return segs
-    points = np.unique(np.concatenate([segs.start, segs.end, lo, hi]))
+    ends = segs.end
+    points = np.unique(np.concatenate([segs.start, ends, lo, hi]))
+    points = points[(points >= segs.start[0]) & (points <= segs.stop)]
     piece_s, piece_e = points[:-1], points[1:]
     pos = np.searchsorted(segs.start, piece_s, side="right") - 1
-    inside = (pos >= 0) & (piece_s < segs.end[np.clip(pos, 0, None)])
     cat = segs.cat[np.clip(pos, 0, None)]
     hit = coverage(points, lo, hi) & np.isin(cat, source)
     cat = np.where(hit, np.int8(target), cat).astype(np.int8)
-    return merge_runs(piece_s[inside], piece_e[inside], cat[inside])
+    keep = cat >= 0
+    return merge_runs(piece_s[keep], piece_e[keep], cat[keep])
