@@ -43,6 +43,7 @@ class ProgressCallback:
         self._id = self._bar.add_task(
             "analyzing", total=total or None, files=f"0/{len(tasks)} files"
         )
+        self._bar.refresh()
 
     def __call__(self, task: RankTask) -> None:
         self._files += 1
@@ -51,6 +52,7 @@ class ProgressCallback:
         self._bar.update(
             self._id, advance=_size(task), files=f"{self._files}/{self._total_files} files"
         )
+        self._bar.refresh()
 
 
 @contextmanager
@@ -82,6 +84,9 @@ def progress_bar(tasks: Sequence[RankTask] | None, enabled: bool) -> Iterator[Pr
         TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=True,
+        # No refresh thread: redrawn on each finished file, so the parent stays single-threaded
+        # and workers can be forked (see pool.context).
+        auto_refresh=False,
     )
     callback = ProgressCallback(bar)
     with bar:
