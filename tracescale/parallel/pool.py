@@ -15,6 +15,7 @@ copy while held, they come from a ``forkserver`` that preloads tracescale instea
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
 import pickle
 import resource
@@ -157,6 +158,9 @@ def run_local(
     queue = list(reversed(tasks))
     live: dict[Connection, _Running] = {}
     peak = 0
+    # Forked children would copy every inherited page their garbage collector touches:
+    # freezing the parent's objects first keeps them shared (and the children as fast as one).
+    gc.freeze()
     try:
         while queue or live:
             while queue and len(live) < max(jobs, 1):
@@ -180,4 +184,5 @@ def run_local(
     finally:
         for run in live.values():
             run.kill()
+        gc.unfreeze()
     return peak
