@@ -159,3 +159,34 @@ def test_work_on_every_rank_is_not_single_rank(tmp_path: Path) -> None:
         t.write(tmp_path / f"rank{rank}.json")
     run = run_of(tmp_path)
     assert float(run.steps["reduction"].sum()) == 0.0
+
+
+def test_unannotated_rank0_op_is_single_rank_work(tmp_path: Path) -> None:
+    """Rank 0 alone runs a 3 ms host op with the GPU idle (no user range around it)."""
+    for rank in (0, 1):
+        t = MiniTrace(rank=rank, world_size=2)
+        t.step(1, 0, 10_000).kernel("fwd", 0, 1000)
+        if rank == 0:
+            t.host("aten::mean", 1000, 3000)
+        start = 4000 if rank == 0 else 1000
+        t.nccl(start, 4100 - start, launch=start, seq=0)
+        t.write(tmp_path / f"rank{rank}.json")
+    run = run_of(tmp_path)
+    assert_sums(run.steps)
+    for rank in (0, 1):
+        expect(rank_steps(run, rank), compute=1000, reduction=3000, communication=100, idle=5900)
+
+
+def test_one_off_op_on_one_rank_is_not_a_reduction(tmp_path: Path) -> None:
+    """Preemption noise: one rank's op is slow in one step of four; nothing is single-rank."""
+    for rank in (0, 1):
+        t = MiniTrace(rank=rank, world_size=2)
+        for k in range(4):
+            base = k * 10_000
+            t.step(k, base, 10_000).kernel("fwd", base, 1000)
+            t.host("aten::mul", base + 1000, 3000 if (rank == 1 and k == 2) else 10)
+            t.nccl(base + 4000, 100, launch=base + 4000, seq=k)
+        t.write(tmp_path / f"rank{rank}.json")
+    run = run_of(tmp_path)
+    assert_sums(run.steps)
+    assert float(run.steps["reduction"].sum()) == 0.0

@@ -49,6 +49,9 @@ class RankResult:
     #: Unruled main-thread annotations (name, step, start_ns, end_ns): the parent compares them
     #: across ranks to find single-rank work (a reduction only rank 0 does).
     annotations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Seconds per (step, name) of every such range, also the short ones not kept above, so
+    #: "absent on the other ranks" means absent, not merely too short to keep.
+    range_totals: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _mask_names(trace: RankTrace, pred: object) -> BOOL:
@@ -170,6 +173,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     work = (ev.is_device & (dev_t == 0)) if kind == "gpu" else (main & cat_is_op)
     coll = _hideable(trace, coll, segs, work, kind)
     coll.insert(0, "rank", rank_id)
+    ranges, totals = _annotations(trace, main & (host_t < 0), win)
     return RankResult(
         path=trace.meta.path,
         rank=rank_id,
@@ -180,26 +184,65 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         segments=segs,
         comm_by_type=comm_by_type,
         warnings=tuple(warnings),
-        annotations=_annotations(trace, main & (host_t < 0), win),
+        annotations=ranges,
+        range_totals=totals,
     )
 
 
-def _annotations(trace: RankTrace, mask: BOOL, win: StepWindows) -> pd.DataFrame:
-    """Main-thread user annotations no rule claimed, with the step they start in."""
+#: Host ranges a rank's single-rank work is searched in (user ranges and the ops themselves).
+_RANGE_CATS = ("user_annotation", "cpu_op", "Operator")
+#: Ranges shorter than this share of the step (summed per name and step) are not kept:
+#: they cannot be single-rank work worth naming, and keeping them would grow the result.
+_RANGE_MIN_SHARE = 0.0005
+
+
+def _annotations(
+    trace: RankTrace, mask: BOOL, win: StepWindows
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Main-thread ranges no rule claimed, with their step: the parent compares them across
+    ranks to find work only one rank does (a rank-0 reduction, named or not)."""
     ev = trace.events
-    ann = trace.string_id("user_annotation")
-    idx = np.flatnonzero(mask & (ev.cat == ann)) if ann >= 0 else np.zeros(0, dtype=np.int64)
+    cats = np.array([trace.string_id(c) for c in _RANGE_CATS], dtype=np.int32)
+    idx = np.flatnonzero(mask & np.isin(ev.cat, cats[cats >= 0]))
     k = np.searchsorted(win.start, ev.start[idx], side="right") - 1
     ok = (k >= 0) & (ev.start[idx] < win.end[np.clip(k, 0, None)])
     idx, k = idx[ok], k[ok]
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
-            "name": trace.names(ev.name[idx]),
-            "step": win.numbers[k],
+            "name_id": ev.name[idx],
+            "is_op": ev.cat[idx] != trace.string_id("user_annotation"),
+            "step_idx": k,
             "start_ns": ev.start[idx],
             "end_ns": ev.start[idx] + ev.dur[idx],
         }
     )
+    if frame.empty:
+        empty = pd.DataFrame(columns=["name", "step", "start_ns", "end_ns", "is_op"])
+        return empty, pd.DataFrame(columns=["step", "name", "seconds", "is_op"])
+    frame["d"] = frame["end_ns"] - frame["start_ns"]
+    by = frame.groupby(["step_idx", "name_id"])
+    sums = by.agg(seconds=("d", "sum"), is_op=("is_op", "all")).reset_index()
+    totals = pd.DataFrame(
+        {
+            "step": win.numbers[sums["step_idx"].to_numpy(dtype=np.int64)],
+            "name": trace.names(sums["name_id"].to_numpy(dtype=np.int32)),
+            "seconds": sums["seconds"].to_numpy(dtype=np.float64) / 1e9,
+            "is_op": sums["is_op"].to_numpy(dtype=np.bool_),
+        }
+    )
+    total = by["d"].transform("sum")
+    step_len = (win.end - win.start)[frame["step_idx"].to_numpy()]
+    frame = frame[total.to_numpy() >= _RANGE_MIN_SHARE * step_len]
+    ranges = pd.DataFrame(
+        {
+            "name": trace.names(frame["name_id"].to_numpy(dtype=np.int32)),
+            "step": win.numbers[frame["step_idx"].to_numpy(dtype=np.int64)],
+            "start_ns": frame["start_ns"].to_numpy(),
+            "end_ns": frame["end_ns"].to_numpy(),
+            "is_op": frame["is_op"].to_numpy(dtype=np.bool_),
+        }
+    )
+    return ranges, totals
 
 
 def _step_table(

@@ -24,14 +24,24 @@ _MUCH_SMALLER = 0.1  # others' time below this fraction of the one rank's counts
 
 
 def single_rank_ranges(group: Sequence[RankResult]) -> dict[int, pd.DataFrame]:
-    """Per rank, the annotation rows that are single-rank work (empty when < 2 ranks)."""
+    """Per rank, the range rows that are single-rank work (empty when < 2 ranks).
+
+    A name counts when, in most of the steps it appears in, one rank spends over 0.5% of the
+    step in it and every other rank spends under 10% of that (for plain ops: nothing at all).
+    Requiring it step after step keeps preemption noise (one rank's op slowed once on an
+    oversubscribed machine) from passing for a reduction.
+    """
     frames = [r.annotations.assign(rank=r.rank) for r in group if len(r.annotations)]
     if len(group) < 2 or not frames:
         return {}
     ann = pd.concat(frames, ignore_index=True)
-    ann["seconds"] = (ann["end_ns"] - ann["start_ns"]) / 1e9
-    per = ann.groupby(["step", "name", "rank"])["seconds"].sum().unstack("rank", fill_value=0.0)
+    totals = pd.concat(
+        [r.range_totals.assign(rank=r.rank) for r in group if len(r.range_totals)],
+        ignore_index=True,
+    )
+    per = totals.groupby(["step", "name", "rank"])["seconds"].sum().unstack("rank", fill_value=0.0)
     per = per.reindex(columns=sorted(r.rank for r in group), fill_value=0.0)
+    is_op = totals.groupby(["step", "name"])["is_op"].all().reindex(per.index).to_numpy()
     durations = pd.concat([r.steps[["step", "duration"]] for r in group])
     step_len = durations.groupby("step")["duration"].median()
     values = per.to_numpy()
@@ -39,11 +49,21 @@ def single_rank_ranges(group: Sequence[RankResult]) -> dict[int, pd.DataFrame]:
     second = np.sort(values, axis=1)[:, -2]
     owner = per.columns.to_numpy()[values.argmax(axis=1)]
     floor = step_len.reindex(per.index.get_level_values("step")).to_numpy() * _MIN_SHARE
-    hit = (top > floor) & (second <= _MUCH_SMALLER * top)
+    allowed = np.where(is_op, 0.0, _MUCH_SMALLER * top)
+    hit = (top > floor) & (second <= allowed)
+    names = per.index.get_level_values("name").to_numpy()
+    steady: set[tuple[str, int]] = set()
+    for name in np.unique(names[hit]):
+        rows = names == name
+        for rank in np.unique(owner[hit & rows]):
+            if (hit & rows & (owner == rank)).sum() * 2 >= rows.sum():
+                steady.add((str(name), int(rank)))
     out: dict[int, pd.DataFrame] = {}
     for (step, name), rank in zip(per.index[hit], owner[hit], strict=True):
-        rows = ann[(ann["rank"] == rank) & (ann["step"] == step) & (ann["name"] == name)]
-        out[int(rank)] = pd.concat([out.get(int(rank), rows.iloc[:0]), rows])
+        if (str(name), int(rank)) not in steady:
+            continue
+        rows_df = ann[(ann["rank"] == rank) & (ann["step"] == step) & (ann["name"] == name)]
+        out[int(rank)] = pd.concat([out.get(int(rank), rows_df.iloc[:0]), rows_df])
     return out
 
 
@@ -74,6 +94,9 @@ def apply_single_rank(group: Sequence[RankResult]) -> tuple[list[RankResult], li
                 for a, b in zip(starts, ends, strict=True)
             ]
         )
+        if not np.abs(delta).sum() > 0:  # already reduction by a rule: nothing to say
+            out.append(r)
+            continue
         values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64, copy=True) + delta
         steps[list(CATEGORIES)] = values
         out.append(dataclasses.replace(r, segments=segs, steps=steps))
