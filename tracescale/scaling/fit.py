@@ -17,7 +17,7 @@ import numpy.typing as npt
 from tracescale.categories import CATEGORIES
 from tracescale.classify.result import CAUSED
 from tracescale.scaling.comm import TransferFit, fit_transfer
-from tracescale.scaling.models import SeriesFit, fit_series
+from tracescale.scaling.models import SeriesFit, evaluate, fit_series
 from tracescale.scaling.stats import RunAgg, ScheduleRow
 
 FloatArray = npt.NDArray[np.float64]
@@ -196,6 +196,33 @@ def single_run_form(category: str, mode: str, assumptions: Mapping[str, str]) ->
     return "b/N" if kind == "parallel" else "a"
 
 
+def _straggler_fit(
+    aggs: Sequence[RunAgg], c: str, n: FloatArray, w: FloatArray, mode: str, onset: int
+) -> SeriesFit:
+    """``a + b/N`` (weak: ``a``) from the median rank's own time, plus the straggler term
+    fitted to what the run-level time adds on top from ``onset`` on."""
+    own = np.array([a.own_median.get(c, a.cats[c]) for a in aggs])
+    total = np.array([a.cats[c] for a in aggs])
+    on = (n >= onset).astype(np.float64)
+    coef: tuple[float, ...]
+    if mode == "strong":
+        clean = fit_series(n, own, w, mode=mode, form="a+b/N")
+        a0, b0 = clean.params["a"], clean.params["b"]
+        penalty = np.maximum(total - (a0 + b0 / n), 0.0)
+        x = on / n
+        den = float(np.sum((x * w) ** 2))
+        s = max(float(np.sum(penalty * x * w * w)) / den, 0.0) if den > 0 else 0.0
+        form, coef = f"a+b/N+s/N@{onset}", (a0, b0, s)
+    else:
+        clean = fit_series(n, own, w, mode=mode, form="a")
+        a0 = clean.params["a"]
+        penalty = np.maximum(total - a0, 0.0)
+        s1 = float(penalty[on > 0].mean()) if on.any() else 0.0
+        form, coef = f"a+s@{onset}", (a0, s1)
+    rmse = float(np.sqrt(np.mean((evaluate(form, coef, n) - total) ** 2)))
+    return SeriesFit(form, tuple(float(v) for v in coef), rmse, None, {}, len(n), False)
+
+
 def fit_study(
     aggs: Sequence[RunAgg],
     mode: str,
@@ -232,18 +259,17 @@ def fit_study(
         total = sum(a.cats[c] for a in multi)
         if single or total <= 0 or waited <= _STRAGGLER_MIN * total:
             continue
-        # Ranks waited for a late rank: that wait scales with the late rank's share of the
-        # work, and is absent at N=1. Fit it as its own term so `a` stays the serial part.
+        # Ranks waited for a late rank. The median rank's own work (waits removed) gives the
+        # serial and parallel parts; what the straggler adds on top is its own term, absent
+        # below the N where it first showed (with one rank there is nobody to wait for).
         late = [a.world_size for a in multi if a.caused.get(c, 0.0) > _STRAGGLER_MIN * a.cats[c]]
         onset = min(late) if late else min(a.world_size for a in multi)
-        base = "a+b/N+s/N" if mode == "strong" else "a+s"
-        form = fixed.get(c) or f"{base}@{onset}"
-        fit = fit_series(n, np.array([a.cats[c] for a in aggs]), w, mode=mode, form=form)
+        fit = _straggler_fit(aggs, c, n, w, mode, onset)
         cats[c] = fit
         par = fit.params["b"] if mode == "strong" else fit.params["a"]
         if par > 0:
             straggler[c] = fit.params.get("s", 0.0) / par
-            onsets[c] = int(fit.form.split("@", 1)[1]) if "@" in fit.form else 2
+            onsets[c] = onset
     transfer = fit_transfer(aggs, fixed.get("transfer"))
     xfer = np.array([a.xfer for a in aggs])
     ow = np.array([a.overlap_window for a in aggs])

@@ -90,6 +90,9 @@ class RunAgg:
     coll_per_step: FloatArray  # [G] instances per rank and step
     caused: Mapping[str, float] = field(default_factory=dict)  # waits inside CAUSED categories
     schedule: tuple[ScheduleRow, ...] = ()  # the run's typical step of collectives
+    #: Per CAUSED category, the median rank's own time (waits for late ranks removed): a
+    #: straggler is one rank, so the median is the work the other ranks do.
+    own_median: Mapping[str, float] = field(default_factory=dict)
 
 
 def prepare(run: RunBreakdown) -> RunData:
@@ -187,8 +190,22 @@ def aggregate(
         coll_weight=tcnt,
         coll_per_step=per_step,
         caused={c: float(mean[_COL[f"caused_{c}"]]) * sc.get(c, 1.0) for c in CAUSED},
+        own_median={
+            c: _median_rank(rank_mean[:, _COL[c]] - rank_mean[:, _COL[f"caused_{c}"]], rr)
+            * sc.get(c, 1.0)
+            for c in CAUSED
+        },
         schedule=d.schedule,
     )
+
+
+def _median_rank(values: FloatArray, weights: FloatArray) -> float:
+    """Median over ranks, each counted by its (bootstrap) weight."""
+    counts = np.rint(weights).astype(np.int64)
+    if counts.sum() <= 0:
+        counts = (weights > 0).astype(np.int64)
+    pool = np.repeat(values, np.maximum(counts, 0))
+    return float(np.median(pool)) if pool.size else 0.0
 
 
 def _q(x: FloatArray, p: float) -> float:
