@@ -1,0 +1,88 @@
+"""Random simulated studies against their exact truth: the tolerances hidden studies check.
+
+    .venv/bin/python scripts/accuracy_sweep.py SEED COUNT
+
+Each study: `tracescale simulate` at N=1,2,4,8 with random parameters (strong or weak,
+stragglers, slow networks, big models, few or many buckets), analyzed and compared with
+truth.json: step time within 1%, every category within 5% of the step, serial fraction
+within 0.02, projected speedup at N=32 within 10%. Prints one line per study and the misses.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import tempfile
+
+from tracescale.pipeline import analyze
+from tracescale.simulate import make_params, simulate
+from tracescale.simulate.truth import true_speedup
+
+CHOICES = {
+    "dl_serial": [0.0, 0.005, 0.02, 0.05],
+    "dl_parallel": [0.0, 0.01, 0.08],
+    "bandwidth": [2e9, 5e9, 2e10, 1e11],
+    "alpha": [1e-6, 2e-5, 1e-4],
+    "model_bytes": [2e7, 2e8, 4e8],
+    "buckets": [1, 2, 8],
+    "comm_start": [0.0, 0.3, 0.8],
+    "sync_stall": [0.0, 0.01],
+    "reduce_time": [0.0, 0.002, 0.02],
+}
+
+
+def problems(mode: str, seed: int, sets: dict[str, float]) -> tuple[list[str], float]:
+    params = make_params(sets)
+    folder = tempfile.mkdtemp(prefix="tracescale-sweep-")
+    simulate([1, 2, 4, 8], folder, mode=mode, seed=seed, params=params)
+    with open(f"{folder}/truth.json") as fh:
+        truth = json.load(fh)
+    entry = analyze(folder, jobs=1, no_cache=True, project=[32]).studies[0]
+    out = [] if entry["mode"] == mode else [f"mode {entry['mode']}"]
+    for run in entry["runs"]:
+        t = truth["runs"][str(run["world_size"])]
+        step = t["step_time"]
+        if abs(run["step_time_s"]["mean"] / step - 1) > 0.01:
+            out.append(f"step N={run['world_size']}")
+        out += [
+            f"{c} N={run['world_size']}"
+            for c in truth["categories"]
+            if abs(run["breakdown_s"][c] - t["breakdown"][c]) > 0.05 * step
+        ]
+    serial = entry["scaling"]["serial_fraction"]["total"]
+    if abs(serial - truth["serial_fraction"]) > 0.02:
+        out.append(f"serial {serial:.3f} vs {truth['serial_fraction']:.3f}")
+    projected = {p["world_size"]: p["speedup"] for p in entry["scaling"]["projections"]}[32]
+    error = projected / true_speedup(params, mode, 32) - 1
+    if abs(error) > 0.10:
+        out.append(f"speedup at 32 off by {error:+.1%}")
+    return out, error
+
+
+def main(seed: int, count: int) -> int:
+    rng = random.Random(seed)
+    misses = 0
+    for i in range(count):
+        mode = rng.choice(["strong", "strong", "weak"])
+        sets: dict[str, float] = {
+            k: rng.choice(v) for k, v in CHOICES.items() if rng.random() < 0.4
+        }
+        if rng.random() < 0.25:
+            sets["straggler_rank"] = rng.choice([1, 2])
+            sets["straggler_factor"] = rng.choice([1.2, 1.5])
+        study_seed = rng.randrange(1000)
+        found, error = problems(mode, study_seed, sets)
+        misses += bool(found)
+        print(i, mode, study_seed, sets, found or "OK", f"speedup@32 {error:+.1%}", flush=True)
+    print(f"{count - misses}/{count} within every tolerance")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(
+        main(
+            int(sys.argv[1]) if len(sys.argv) > 1 else 0,
+            int(sys.argv[2]) if len(sys.argv) > 2 else 20,
+        )
+    )
