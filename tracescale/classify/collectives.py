@@ -15,7 +15,7 @@ import pandas as pd
 
 from tracescale.categories import COLLECTIVE_TYPES
 from tracescale.classify.timeline import BOOL, I64
-from tracescale.ingest.steps import StepWindows, launch_step, launch_times
+from tracescale.ingest.steps import StepWindows, launch_step
 from tracescale.ingest.trace import RankTrace
 
 _DTYPE_BYTES = {
@@ -94,8 +94,12 @@ def collective_instances(
     on_comm_thread: BOOL,
     win: StepWindows,
     kind: str,
+    launched: I64,
 ) -> pd.DataFrame:
-    """One row per collective instance: step, collective, seq, bytes, group_size, start/end ns."""
+    """One row per collective instance: step, collective, seq, bytes, group_size, start/end ns.
+
+    ``launched``: every event's launch time (:func:`~tracescale.ingest.steps.launch_times`).
+    """
     ev = trace.events
     strings = trace.strings
     if kind == "gpu":
@@ -105,8 +109,7 @@ def collective_instances(
         gloo = trace.string_mask(lambda s: s.startswith("gloo:"))
         idx = np.flatnonzero(~ev.is_device & on_comm_thread & gloo[ev.name])
     world = trace.meta.world_size or 1
-    step_of = launch_step(trace, win.host_start, win.host_end)
-    launched = launch_times(trace)
+    step_of = launch_step(trace, win.host_start, win.host_end, launched)
     # Sizes from record_param_comms (or the event itself), keyed by External id.
     by_ext: dict[int, int] = {}
     rpc = np.flatnonzero(~ev.is_device & (ev.coll_name >= 0) & (ev.external_id >= 0))

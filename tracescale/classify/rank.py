@@ -7,6 +7,7 @@ those of issue 4; each one is a layer below, in priority order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,7 +55,7 @@ class RankResult:
     range_totals: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
-def _mask_names(trace: RankTrace, pred: object) -> BOOL:
+def _mask_names(trace: RankTrace, pred: Callable[[str], bool]) -> BOOL:
     table = trace.string_mask(pred)
     return table[trace.events.name] if table.shape[0] else np.zeros(0, dtype=np.bool_)
 
@@ -108,7 +109,8 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         add("comm", host & on_comm_thread)
         replicated_host = _inside_annotation(trace, main, _REPLICATED_PREFIX)
         add("replicated", main & cat_is_op & replicated_host)
-    coll = collective_instances(trace, dev_t, host_t, on_comm_thread, win, kind)
+    launched = launch_times(trace)  # once: collectives and hideable compute both need it
+    coll = collective_instances(trace, dev_t, host_t, on_comm_thread, win, kind, launched)
     tl = type_layers(trace, coll, main & (host_t == 3), lo, hi)
 
     pts = [win.start, win.end] + [a for s, e in layers.values() for a in (s, e)]
@@ -171,7 +173,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         comm_by_type["other"] = comm_by_type.get("other", 0.0) + float(length[rest].sum())
     coll = _exposed(coll, segs)
     work = (ev.is_device & (dev_t == 0)) if kind == "gpu" else (main & cat_is_op)
-    coll = _hideable(trace, coll, segs, work, kind)
+    coll = _hideable(trace, coll, segs, work, launched)
     coll.insert(0, "rank", rank_id)
     ranges, totals = _annotations(trace, main & (host_t < 0), win)
     return RankResult(
@@ -329,7 +331,7 @@ def _replicated_device(trace: RankTrace, main: BOOL, dev_t: np.ndarray) -> BOOL:
 
 
 def _hideable(
-    trace: RankTrace, coll: pd.DataFrame, segs: Segments, work: BOOL, kind: str
+    trace: RankTrace, coll: pd.DataFrame, segs: Segments, work: BOOL, launched: I64
 ) -> pd.DataFrame:
     """Per asynchronous instance: compute this rank ran between the instance's launch and the
     point where its compute waited for communication (the end of backward, in DDP).
@@ -343,7 +345,6 @@ def _hideable(
     if coll.empty or not work.any():
         return coll
     ev = trace.events
-    launched = launch_times(trace)
     w_launch, w_end = launched[work], (ev.start + ev.dur)[work]
     order = np.argsort(w_launch, kind="stable")
     w_launch, w_end = w_launch[order], np.maximum.accumulate(w_end[order])

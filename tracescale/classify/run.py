@@ -15,7 +15,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
 from tracescale.classify.single_rank import apply_single_rank
-from tracescale.classify.timeline import CAT, Segments
+from tracescale.classify.timeline import CAT
 
 _COMM = CAT["communication"]
 _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, assume skew
@@ -87,7 +87,7 @@ def _cause(
         if hi <= lo:
             continue
         claimed_until[me.rank] = hi
-        exposed = _comm_pieces(me.segments, lo, hi)
+        exposed = me.segments.pieces(lo, hi, _COMM)
         if not exposed:
             continue
         key = (me.rank, int(row.step))
@@ -109,11 +109,6 @@ def _cause(
             moves[key] = moves.get(key, np.zeros(len(CATEGORIES))) + moved
             by_type[str(row.collective)] = by_type.get(str(row.collective), 0.0) + moved.sum()
     return moves, waits, by_type
-
-
-def _comm_pieces(segs: Segments, lo: int, hi: int) -> list[tuple[int, int]]:
-    """The parts of ``[lo, hi)`` that a rank's timeline attributes to communication."""
-    return segs.pieces(lo, hi, _COMM)
 
 
 def build_run(

@@ -90,7 +90,7 @@ def apply_single_rank(group: Sequence[RankResult]) -> tuple[list[RankResult], li
         # Move only the difference, so the step sums stay exact whatever the window rounding.
         delta = np.stack(
             [
-                _sums(segs, int(a), int(b)) - _sums(r.segments, int(a), int(b))
+                segs.time_in(int(a), int(b)) - r.segments.time_in(int(a), int(b))
                 for a, b in zip(starts, ends, strict=True)
             ]
         )
@@ -103,10 +103,3 @@ def apply_single_rank(group: Sequence[RankResult]) -> tuple[list[RankResult], li
         names = ", ".join(sorted(set(rows["name"])))
         notes.append(f"rank {r.rank} alone runs {names}: counted as single-rank reduction")
     return out, notes
-
-
-def _sums(segs: object, lo: int, hi: int) -> np.ndarray:
-    from tracescale.classify.timeline import Segments
-
-    assert isinstance(segs, Segments)
-    return segs.time_in(lo, hi)

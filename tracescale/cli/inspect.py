@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -57,7 +58,7 @@ def collectives(trace: RankTrace) -> dict[str, Any]:
     out["kernels"] = _count(trace, np.flatnonzero(ev.is_device & kern[ev.name]))
     host = ~ev.is_device
     for source, prefixes in (("nccl:*/gloo:*", ("nccl:", "gloo:")), ("c10d::*", ("c10d::",))):
-        mask = trace.string_mask(lambda s, p=prefixes: s.startswith(p))
+        mask = trace.string_mask(_starts_with(prefixes))
         idx = np.flatnonzero(host & mask[ev.name])
         if len(idx):
             out["host"], out["host_source"] = _count(trace, idx), source
@@ -248,3 +249,7 @@ def inspect(path: str, fmt: str, strict: bool, memory_budget: float) -> None:
         render_table(doc)
     if strict and bad:
         raise InvalidTraceError(f"{len(bad)} bad rank file(s) (--strict): {bad[0]}")
+
+
+def _starts_with(prefixes: tuple[str, ...]) -> Callable[[str], bool]:
+    return lambda s: s.startswith(prefixes)

@@ -137,9 +137,12 @@ def launch_times(trace: RankTrace) -> I64:
     return when
 
 
-def launch_step(trace: RankTrace, host_start: I64, host_end: I64) -> I64:
-    """For every event, the index of the step whose host window launched it (-1 if none)."""
-    when = launch_times(trace)
+def launch_step(trace: RankTrace, host_start: I64, host_end: I64, when: I64 | None = None) -> I64:
+    """For every event, the index of the step whose host window launched it (-1 if none).
+
+    ``when``: :func:`launch_times` if the caller has it already.
+    """
+    when = launch_times(trace) if when is None else when
     k = np.searchsorted(host_start, when, side="right") - 1
     inside = (k >= 0) & (when < host_end[np.clip(k, 0, None)])
     return np.where(inside, k, -1).astype(np.int64)

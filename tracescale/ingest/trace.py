@@ -7,6 +7,7 @@ Times are int64 nanoseconds (absolute, ``ts * 1000``) so interval logic is exact
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -117,13 +118,10 @@ class RankTrace:
         table = self.strings
         return [table[i] if i >= 0 else "" for i in ids.tolist()]
 
-    def string_mask(self, predicate: object) -> BOOL:
+    def string_mask(self, predicate: Callable[[str], bool]) -> BOOL:
         """Boolean array over the string table: which strings satisfy ``predicate(str)``."""
-        fn = predicate if callable(predicate) else None
-        if fn is None:
-            raise TypeError("predicate must be callable")
         return np.fromiter(
-            (bool(fn(s)) for s in self.strings), dtype=np.bool_, count=len(self.strings)
+            (bool(predicate(s)) for s in self.strings), dtype=np.bool_, count=len(self.strings)
         )
 
     @property
