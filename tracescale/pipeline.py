@@ -18,6 +18,7 @@ from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import load_rules
 from tracescale.classify.run import build_run
 from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
+from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RunSpec, StudySpec, discover
 from tracescale.parallel import RankTask, TaskError, run_tasks
 from tracescale.scaling import analyze_scaling
@@ -139,7 +140,9 @@ def analyze_study(
         if run is not None:
             runs.append(run)
     if not runs:
-        raise InvalidTraceError("no analyzable trace files", path=spec.path)
+        skipped = [w for w in warnings if ": skipped: " in w]
+        why = f" ({len(skipped)} skipped; first: {skipped[0]})" if skipped else ""
+        raise InvalidTraceError(f"no analyzable trace files{why}", path=spec.path)
     scaling = analyze_scaling(
         runs, mode=mode, project=project, what_if=what_if, assumptions=assumptions
     )
@@ -172,6 +175,7 @@ def analyze(
     jobs: int | None = None,
     assumptions: Mapping[str, str] | None = None,
     strict: bool = False,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Callable[[RankTask], None] | None = None,
     show_progress: bool = False,
     **parallel_options: Any,
@@ -183,7 +187,7 @@ def analyze(
     step_slice = parse_steps(steps) if isinstance(steps, str) or steps is None else steps
     specs = discover(path)
     tasks = [
-        RankTask(path=f.path, rank=f.rank, rules_file=rules)
+        RankTask(path=f.path, rank=f.rank, rules_file=rules, memory_budget=memory_budget)
         for spec in specs
         for run in spec.runs
         for g in run.groups

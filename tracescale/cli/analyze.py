@@ -6,16 +6,15 @@ from typing import Any
 
 import click
 
-from tracescale.cli.options import analysis_kwargs, analysis_options, emit, show_progress
+from tracescale.cli.options import (
+    analysis_kwargs,
+    analysis_options,
+    emit,
+    output_options,
+    pick_format,
+    show_progress,
+)
 from tracescale.cli.settings import CONTEXT
-from tracescale.report import FORMATS, guess_format
-
-
-def pick_format(fmt: str | None, output: str | None) -> str:
-    """Explicit --format, else guessed from -o's extension, else the terminal table."""
-    if fmt:
-        return fmt
-    return guess_format(output) or "table"
 
 
 @click.command(
@@ -23,15 +22,7 @@ def pick_format(fmt: str | None, output: str | None) -> str:
     context_settings=CONTEXT,
 )
 @click.argument("path", type=click.Path())
-@click.option(
-    "--format",
-    "-f",
-    "fmt",
-    type=click.Choice(list(FORMATS)),
-    help="table (default on a terminal), json, markdown or html; guessed from -o.",
-)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
-@click.option("--force", is_flag=True, help="Allow -o to overwrite files next to the traces.")
+@output_options
 @analysis_options
 def analyze(path: str, fmt: str | None, output: str | None, force: bool, **options: Any) -> None:
     """Where each step's time goes and how far the job scales, for the traces under PATH.

@@ -7,10 +7,14 @@ from typing import Any
 
 import click
 
-from tracescale.cli.analyze import pick_format
-from tracescale.cli.options import analysis_kwargs, analysis_options, emit
+from tracescale.cli.options import (
+    analysis_kwargs,
+    analysis_options,
+    emit,
+    output_options,
+    pick_format,
+)
 from tracescale.cli.settings import CONTEXT
-from tracescale.report import FORMATS
 
 
 @click.command(
@@ -20,15 +24,7 @@ from tracescale.report import FORMATS
 )
 @click.argument("before", type=click.Path())
 @click.argument("after", type=click.Path())
-@click.option(
-    "--format",
-    "-f",
-    "fmt",
-    type=click.Choice(list(FORMATS)),
-    help="table, json, markdown or html; guessed from -o.",
-)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report here.")
-@click.option("--force", is_flag=True, help="Allow -o to overwrite files next to the traces.")
+@output_options
 @click.option(
     "--fail-on-regression",
     "fail_pct",

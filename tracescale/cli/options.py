@@ -59,6 +59,37 @@ def parse_project(value: str | None) -> list[int] | None:
     return out
 
 
+def output_options(func: F) -> F:
+    """--format, -o and --force, shared by every command that writes a report."""
+    from tracescale.report import FORMATS
+
+    opts = [
+        click.option(
+            "--format",
+            "-f",
+            "fmt",
+            type=click.Choice(list(FORMATS)),
+            help="table (default), json, markdown or html; guessed from -o's extension.",
+        ),
+        click.option(
+            "--output", "-o", type=click.Path(dir_okay=False), help="Write the report here."
+        ),
+        click.option(
+            "--force", is_flag=True, help="Allow -o to overwrite files next to the inputs."
+        ),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def pick_format(fmt: str | None, output: str | None) -> str:
+    """Explicit --format, else guessed from -o's extension, else the terminal table."""
+    from tracescale.report import guess_format
+
+    return fmt or guess_format(output) or "table"
+
+
 def analysis_options(func: F) -> F:
     """Decorate a command with the analysis options."""
     opts = [
@@ -108,6 +139,14 @@ def analysis_options(func: F) -> F:
             metavar="ADDRESS|local",
             help="Run per-rank work on a Dask cluster (needs the dask extra).",
         ),
+        click.option(
+            "--memory-budget",
+            type=float,
+            default=8.0,
+            show_default=True,
+            metavar="GB",
+            help="Largest decompressed trace file accepted (bounds memory per worker).",
+        ),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar."),
     ]
     for opt in reversed(opts):
@@ -126,6 +165,7 @@ def analysis_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "steps": options.get("steps"),
         "jobs": options.get("jobs"),
         "strict": options.get("strict", False),
+        "memory_budget": int(options.get("memory_budget", 8.0) * 1e9),
     }
     for key in ("cache_dir", "no_cache", "scheduler"):
         if options.get(key):

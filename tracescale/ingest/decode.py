@@ -122,8 +122,8 @@ def read_bytes(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> byte
                 size = os.fstat(fh.fileno()).st_size
                 if size > memory_budget:
                     raise InvalidTraceError(
-                        f"file is {size / 1e9:.1f} GB, over the memory budget of "
-                        f"{memory_budget / 1e9:.1f} GB (raise it with --memory-budget)",
+                        f"file is {_gb(size)}, over the memory budget of "
+                        f"{_gb(memory_budget)} (raise it with --memory-budget)",
                         path=path,
                     )
                 return fh.read()
@@ -138,6 +138,11 @@ def read_bytes(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> byte
         raise InvalidTraceError(f"cannot read: {exc.strerror or exc}", path=path) from exc
 
 
+def _gb(nbytes: int | float) -> str:
+    """Sizes in messages: GB, or MB below 1 GB (a 0.0 GB budget reads like a bug)."""
+    return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
+
+
 def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
     """Inflate in large chunks with zlib, enforcing the budget before memory runs out."""
     size = os.fstat(fh.fileno()).st_size
@@ -150,8 +155,8 @@ def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
             isize = 0
         if isize > memory_budget:
             raise InvalidTraceError(
-                f"decompresses to {isize / 1e9:.1f} GB, over the memory budget of "
-                f"{memory_budget / 1e9:.1f} GB (raise it with --memory-budget)",
+                f"decompresses to {_gb(isize)}, over the memory budget of "
+                f"{_gb(memory_budget)} (raise it with --memory-budget)",
                 path=path,
             )
     inflater = zlib.decompressobj(wbits=31)
@@ -171,7 +176,7 @@ def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
             if end > memory_budget:
                 raise InvalidTraceError(
                     "decompressed size exceeds the memory budget of "
-                    f"{memory_budget / 1e9:.1f} GB (raise it with --memory-budget)",
+                    f"{_gb(memory_budget)} (raise it with --memory-budget)",
                     path=path,
                 )
             if end <= len(buf):
