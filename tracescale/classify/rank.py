@@ -193,9 +193,11 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
 
 #: Host ranges a rank's single-rank work is searched in (user ranges and the ops themselves).
 _RANGE_CATS = ("user_annotation", "cpu_op", "Operator")
-#: Ranges shorter than this share of the step (summed per name and step) are not kept:
-#: they cannot be single-rank work worth naming, and keeping them would grow the result.
-_RANGE_MIN_SHARE = 0.0005
+#: Ranges kept with their times only when, per name and step, they add up to at least the
+#: share the parent's test needs (single_rank._MIN_SHARE) in a few calls: a per-layer op called
+#: hundreds of times a step is not a reduction, and keeping it would grow every rank's result.
+_RANGE_MIN_SHARE = 0.005
+_RANGE_MAX_CALLS = 32
 
 
 def _annotations(
@@ -232,9 +234,10 @@ def _annotations(
             "is_op": sums["is_op"].to_numpy(dtype=np.bool_),
         }
     )
-    total = by["d"].transform("sum")
+    total = by["d"].transform("sum").to_numpy()
+    calls = by["d"].transform("size").to_numpy()
     step_len = (win.end - win.start)[frame["step_idx"].to_numpy()]
-    frame = frame[total.to_numpy() >= _RANGE_MIN_SHARE * step_len]
+    frame = frame[(total >= _RANGE_MIN_SHARE * step_len) & (calls <= _RANGE_MAX_CALLS)]
     ranges = pd.DataFrame(
         {
             "name": trace.names(frame["name_id"].to_numpy(dtype=np.int32)),
