@@ -94,6 +94,15 @@ def load_rules(user_file: str | None = None) -> RuleSet:
     return RuleSet(tuple(host), tuple(device), digest.hexdigest()[:16])
 
 
+def pair_keys(high: npt.NDArray[np.integer], low: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+    """One int64 per pair of int32 ids (-1 allowed in both): ``high << 32 | (low + 1)``.
+
+    Sorting these sorts by ``(high, low)``; ``key >> 32`` and ``(key & 0xFFFFFFFF) - 1`` give
+    the ids back.
+    """
+    return (high.astype(np.int64) << 32) | (low.astype(np.int64) + 1)
+
+
 def classify_events(
     rules: tuple[Rule, ...],
     targets: tuple[str, ...],
@@ -103,14 +112,17 @@ def classify_events(
 ) -> npt.NDArray[np.int8]:
     """Target index per event (-1 when no rule matches), first matching rule wins.
 
-    Work is per distinct (cat, name) pair, so it stays cheap on huge traces.
+    Work is per distinct (cat, name) pair, so it stays cheap on huge traces. The pair is one
+    int64 key ``(cat << 32) | name`` (ids are int32, -1 when absent): a 1-D unique is a plain
+    sort, ~25x faster than ``np.unique(..., axis=0)`` over stacked rows, which sorts structs.
     """
     out = np.full(name.shape[0], -1, dtype=np.int8)
     if name.shape[0] == 0:
         return out
-    pairs, inverse = np.unique(np.stack([cat, name], axis=1), axis=0, return_inverse=True)
-    result = np.full(len(pairs), -1, dtype=np.int8)
-    for j, (c, n) in enumerate(pairs.tolist()):
+    keys, inverse = np.unique(pair_keys(cat, name), return_inverse=True)
+    result = np.full(len(keys), -1, dtype=np.int8)
+    pairs = zip((keys >> 32).tolist(), ((keys & 0xFFFFFFFF) - 1).tolist(), strict=True)
+    for j, (c, n) in enumerate(pairs):
         cat_s = strings[c] if c >= 0 else ""
         name_s = strings[n] if n >= 0 else ""
         for r in rules:
