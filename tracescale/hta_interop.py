@@ -315,6 +315,8 @@ def hta_trace_to_rank_trace(analysis: Any, rank: int) -> RankTrace:
         dtype=opt(3),
         seq=_int_col(df, seq_col),
         nbytes=_int_col(df, "bytes"),
+        wait_on_stream=_int_col(df, "wait_on_stream"),
+        wait_on_corr=_int_col(df, "wait_on_cuda_event_record_corr_id"),
         input_dims=opt(4),
         input_type=opt(5),
         is_device=device_cats[c32[0]] if n else np.zeros(0, dtype=np.bool_),

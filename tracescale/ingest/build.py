@@ -41,6 +41,8 @@ _INT_ARGS = (
     "group_size",
     "seq",
     "nbytes",
+    "wait_on_stream",
+    "wait_on_corr",
 )
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _PH = attrgetter("ph")
@@ -235,6 +237,8 @@ class _Builder:
             dtype=opt("dtype"),
             seq=cat("seq", np.int64),
             nbytes=cat("nbytes", np.int64),
+            wait_on_stream=cat("wait_on_stream", np.int64),
+            wait_on_corr=cat("wait_on_corr", np.int64),
             input_dims=opt("input_dims"),
             input_type=opt("input_type"),
             is_device=device_cats[cat_ids],

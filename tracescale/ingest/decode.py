@@ -42,6 +42,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     dtype: str = ""
     seq: int = msgspec.field(default=-1, name="Seq")
     nbytes: int = msgspec.field(default=-1, name="bytes")
+    wait_on_stream: int = -1
+    wait_on_corr: int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     name: str = ""
@@ -370,6 +372,8 @@ _INT_ARGS = {
     "Group size",
     "Seq",
     "bytes",
+    "wait_on_stream",
+    "wait_on_cuda_event_record_corr_id",
 }
 _STR_ARGS = {"Collective name", "dtype", "name", "labels"}
 

@@ -85,6 +85,8 @@ class EventColumns:
     dtype: I32  # id, -1
     seq: I64
     nbytes: I64  # memcpy "bytes"
+    wait_on_stream: I64  # cuda_sync events: the producer stream waited on, -1
+    wait_on_corr: I64  # cuda_sync events: correlation of the awaited cudaEventRecord, -1
     input_dims: I32  # raw JSON text of "Input Dims" as a string id, -1
     input_type: I32  # raw JSON text of "Input type" as a string id, -1
     is_device: BOOL
