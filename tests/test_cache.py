@@ -174,3 +174,136 @@ def test_default_dir_follows_xdg(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     run_tasks(_tasks(run_dir), jobs=1)
     assert len(list((tmp_path / "xdg" / "tracescale").iterdir())) == 2
+
+
+# --- entries are untrusted input: never code, never a hang, never a wrong number -----------
+
+
+def _slots(folder: Path, cache: Path) -> list[Path]:
+    from tracescale.classify.rules import load_rules
+    from tracescale.parallel.cache import make_key
+
+    digest = load_rules(None).digest
+    keys = [make_key(t, digest) for t in _tasks(folder)]
+    return [cache / k.slot() for k in keys if k is not None]
+
+
+def _same(a: object, b: object) -> None:
+    assert isinstance(a, RankResult) and isinstance(b, RankResult)
+    for name in ("steps", "collectives", "annotations", "range_totals"):
+        fa, fb = getattr(a, name), getattr(b, name)
+        assert fa.equals(fb) and list(fa.dtypes) == list(fb.dtypes), name
+    assert (a.segments.start == b.segments.start).all() and a.segments.stop == b.segments.stop
+    assert (a.segments.cat == b.segments.cat).all() and a.segments.cat.dtype == b.segments.cat.dtype
+    assert (a.path, a.rank, a.world_size, a.kind) == (b.path, b.rank, b.world_size, b.kind)
+    assert a.comm_by_type == b.comm_by_type and a.warnings == b.warnings
+
+
+def test_flipped_bits_anywhere_are_misses_with_identical_results(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    import random
+
+    cache = tmp_path / "cache"
+    fresh, _ = _run(run_dir, tmp_path / "other")
+    _run(run_dir, cache)
+    slots = _slots(run_dir, cache)
+    rng = random.Random(1234)
+    for _ in range(12):
+        for slot in slots:
+            blob = bytearray(slot.read_bytes())
+            pos = rng.randrange(len(blob))
+            blob[pos] ^= 1 << rng.randrange(8)
+            slot.write_bytes(bytes(blob))
+        mapped, called = _run(run_dir, cache)
+        assert len(called) == 2  # every damaged entry is a miss ...
+        for a, b in zip(fresh.results, mapped.results, strict=True):
+            _same(a, b)
+        _, called = _run(run_dir, cache)
+        assert called == []  # ... and was rewritten
+
+
+def test_crafted_pickle_entries_never_run_code(run_dir: Path, tmp_path: Path) -> None:
+    import pickle
+
+    import numpy as np
+
+    from tracescale.parallel import entry
+
+    cache = tmp_path / "cache"
+    _run(run_dir, cache)
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return (os.system, (f"touch {marker}",))
+
+    slot0, slot1 = _slots(run_dir, cache)
+    # 1. the old format: a pickle straight after a plausible header
+    slot0.write_bytes(b"TRACESCALE-RANK-1\n" + pickle.dumps(Exploit()))
+    # 2. the new format with a valid checksum whose array is a pickled object array
+    header, _ = entry.read_header(slot1.read_bytes())
+    arr = np.empty(1, dtype=object)
+    arr[0] = Exploit()
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf, zf.open("segments.start.npy", "w") as fh:
+        np.lib.format.write_array(fh, arr, allow_pickle=True)
+    head = __import__("json").dumps(header).encode()
+    body = len(head).to_bytes(8, "little") + head + buf.getvalue()
+    import hashlib
+
+    slot1.write_bytes(entry.MAGIC + hashlib.sha256(body).digest() + body)
+    mapped, called = _run(run_dir, cache)
+    assert len(called) == 2 and not marker.exists()
+    assert all(isinstance(r, RankResult) for r in mapped.results)
+
+
+def test_fifo_symlink_and_oversized_slots_are_misses(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    _run(run_dir, cache)
+    slot0, slot1 = _slots(run_dir, cache)
+    good = slot1.read_bytes()
+    slot0.unlink()
+    os.mkfifo(slot0)  # reading it would block forever
+    slot1.unlink()
+    slot1.symlink_to("/dev/zero")  # reading it would never end
+    _, called = _run(run_dir, cache)
+    assert len(called) == 2
+    assert slot0.is_file() and not slot1.is_symlink() and slot1.is_file()  # replaced
+    # a symlink to a perfectly good entry is still not followed
+    slot1.unlink()
+    (tmp_path / "elsewhere").write_bytes(good)
+    slot1.symlink_to(tmp_path / "elsewhere")
+    _, called = _run(run_dir, cache)
+    assert len(called) == 1
+    monkeypatch.setattr("tracescale.parallel.cache.MAX_ENTRY_BYTES", 100)
+    _, called = _run(run_dir, cache)
+    assert len(called) == 2
+
+
+def test_directory_in_one_slot_does_not_stop_other_writes(run_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    slot0, slot1 = _slots(run_dir, cache)
+    slot0.mkdir()
+    mapped, called = _run(run_dir, cache)
+    assert len(called) == 2 and slot1.is_file() and slot0.is_dir()
+    assert len(mapped.warnings) == 1 and str(slot0) in mapped.warnings[0]
+    assert "not writable" not in mapped.warnings[0]
+    _, called = _run(run_dir, cache)
+    assert len(called) == 1
+
+
+def test_study_identical_with_and_without_cache(run_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    cache = str(tmp_path / "cache")
+    plain = analyze(str(run_dir), jobs=1, no_cache=True).doc
+    analyze(str(run_dir), jobs=1, cache_dir=cache)
+    cached = analyze(str(run_dir), jobs=1, cache_dir=cache).doc
+    assert json.dumps(plain, sort_keys=True) == json.dumps(cached, sort_keys=True)

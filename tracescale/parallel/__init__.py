@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tracescale.classify.rank import RankResult
 from tracescale.classify.rules import load_rules
 from tracescale.parallel.cache import CacheKey, ResultCache, default_cache_dir, make_key
-from tracescale.parallel.pool import PICKLE_PROTOCOL, Worker, run_local
+from tracescale.parallel.pool import Worker, run_local
 from tracescale.parallel.tasks import RankTask, TaskError, run_task
 
 Progress = Callable[[RankTask], None]
@@ -82,7 +82,7 @@ def run_tasks(
                 continue
         todo.append((i, task))
 
-    def store(i: int, result: Outcome, payload: bytes | None) -> None:
+    def store(i: int, result: Outcome) -> None:
         out[i] = result
         key = keys[i]
         # A file modified while it was being analyzed must not be cached under the old key.
@@ -92,13 +92,14 @@ def run_tasks(
             and isinstance(result, RankResult)
             and make_key(tasks[i], key.rules) == key
         ):
-            cache.put(key, payload or pickle.dumps(result, protocol=PICKLE_PROTOCOL))
+            cache.put(key, result)
         if progress:
             progress(tasks[i])
 
     def done(i: int, payload: bytes | TaskError) -> None:
-        result = payload if isinstance(payload, TaskError) else pickle.loads(payload)
-        store(i, result, payload if isinstance(payload, bytes) else None)
+        # Worker pipes and Dask carry pickles between our own processes (trusted); the on-disk
+        # cache never does (see .entry).
+        store(i, payload if isinstance(payload, TaskError) else pickle.loads(payload))
 
     peak = 0
     if scheduler:
@@ -107,7 +108,7 @@ def run_tasks(
         run_dask(todo, scheduler, n_jobs if jobs is not None else default_jobs(), done)
     elif n_jobs == 1 or len(todo) <= 1:
         for i, task in todo:
-            store(i, _worker(task), None)
+            store(i, _worker(task))
     else:
         peak = run_local(todo, min(n_jobs, len(todo)), done, _worker)
     results = [r for r in out if r is not None]

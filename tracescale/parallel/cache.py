@@ -4,7 +4,13 @@ One entry per (absolute path, rules digest, memory budget, tracescale version): 
 is a hash of those, so a modified trace overwrites its old entry instead of piling up. The
 entry's header repeats the whole key *with* the file's size and ``mtime_ns``; a header that
 does not match exactly is a miss, so a stale entry is never used. Entries are written to a
-temp file and renamed into place (atomic); anything unreadable is a miss and gets rewritten.
+temp file and renamed into place (atomic).
+
+An entry is untrusted input (anyone who can write the directory can craft one), so it holds
+only arrays and JSON (:mod:`.entry`, never pickle), carries a checksum verified before parsing,
+and is opened only when it is a regular file below a size limit (``O_NOFOLLOW | O_NONBLOCK``,
+then ``fstat``: a FIFO, device, directory or symlink in a slot is never read). Anything that
+does not verify is a miss, and the fresh result is written over it.
 """
 
 from __future__ import annotations
@@ -14,17 +20,20 @@ import functools
 import hashlib
 import json
 import os
-import pickle
+import stat
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tracescale
 from tracescale.classify.rank import RankResult
+from tracescale.parallel.entry import decode, encode
 from tracescale.parallel.tasks import RankTask, has_protocol
 
-_MAGIC = b"TRACESCALE-RANK-1\n"
-PICKLE_PROTOCOL = 5
+#: Largest entry read back: a rank's compact result is megabytes; more is damage or an attack.
+MAX_ENTRY_BYTES = 1 << 30
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
 def default_cache_dir() -> str:
@@ -47,10 +56,12 @@ class CacheKey:
     def slot(self) -> str:
         """File name: the key without the file's size and mtime (one slot per file)."""
         text = "\0".join([self.path, self.rules, str(self.memory_budget), self.version])
-        return hashlib.sha256(text.encode()).hexdigest()[:40] + ".pkl"
+        return hashlib.sha256(text.encode()).hexdigest()[:40] + ".rc"
 
-    def header(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+    def as_dict(self) -> dict[str, str | int]:
+        """The key as the JSON object an entry's header must repeat exactly."""
+        out: dict[str, str | int] = json.loads(json.dumps(asdict(self)))
+        return out
 
 
 def file_version(path: str) -> tuple[int, int] | None:
@@ -105,6 +116,33 @@ def _source_digest() -> str:
     return digest.hexdigest()[:12]
 
 
+def read_regular_file(path: str, limit: int) -> bytes | None:
+    """Contents of ``path`` when it is a regular file (not followed if a symlink) of at most
+    ``limit`` bytes, else None; never blocks on a FIFO and never reads a device."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks = []
+        left = st.st_size + 1  # one byte more: a file that grew is noticed, not truncated
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        blob = b"".join(chunks)
+        return blob if len(blob) == st.st_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 class ResultCache:
     """Read and write entries under one directory; problems become one warning, not errors."""
 
@@ -114,39 +152,30 @@ class ResultCache:
         self._writable = True
 
     def get(self, key: CacheKey) -> RankResult | None:
-        """The cached result for exactly ``key``, or None (missing, stale or corrupt)."""
-        try:
-            with open(os.path.join(self.directory, key.slot()), "rb") as fh:
-                blob = fh.read()
-        except OSError:
-            return None
-        header = key.header()
-        head_len = len(_MAGIC) + 4
-        if not blob.startswith(_MAGIC) or len(blob) < head_len:
-            return None
-        n = int.from_bytes(blob[len(_MAGIC) : head_len], "little")
-        if blob[head_len : head_len + n] != header:
+        """The cached result for exactly ``key``, or None (missing, stale, damaged or unsafe)."""
+        blob = read_regular_file(os.path.join(self.directory, key.slot()), MAX_ENTRY_BYTES)
+        if blob is None:
             return None
         try:
-            result = pickle.loads(memoryview(blob)[head_len + n :])
-        except Exception:
+            return decode(blob, key.as_dict())
+        except Exception:  # untrusted bytes: whatever fails to verify or parse is a miss
             return None
-        return result if isinstance(result, RankResult) else None
 
-    def put(self, key: CacheKey, payload: bytes) -> None:
-        """Store a pickled :class:`RankResult` atomically; failures disable writing, once."""
+    def put(self, key: CacheKey, result: RankResult) -> None:
+        """Store ``result`` atomically; an unusable directory disables writing, once."""
         if not self._writable:
             return
-        header = key.header()
+        try:
+            blob = encode(result, key.as_dict())
+        except ValueError:
+            return  # data this format cannot hold exactly is simply not cached
+        slot = os.path.join(self.directory, key.slot())
         tmp = None
         try:
             os.makedirs(self.directory, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
             with os.fdopen(fd, "wb") as fh:
-                fh.write(_MAGIC + len(header).to_bytes(4, "little") + header)
-                fh.write(payload)
-            os.replace(tmp, os.path.join(self.directory, key.slot()))
-            tmp = None
+                fh.write(blob)
         except OSError as exc:
             self._writable = False
             reason = exc.strerror or str(exc)
@@ -154,7 +183,19 @@ class ResultCache:
                 f"cache directory {self.directory} is not writable ({reason}); results were "
                 "not cached (use --cache-dir or --no-cache)"
             )
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            self._discard(tmp)
+            return
+        try:
+            os.replace(tmp, slot)  # replaces a damaged entry, FIFO or symlink; not a directory
+        except OSError as exc:
+            self._discard(tmp)
+            self.warnings.append(
+                f"cache entry {slot} cannot be replaced ({exc.strerror or exc}); "
+                "that result was not cached"
+            )
+
+    @staticmethod
+    def _discard(tmp: str | None) -> None:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

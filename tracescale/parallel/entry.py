@@ -1,0 +1,216 @@
+"""RankResult <-> bytes for the on-disk cache: plain arrays and JSON, never pickle.
+
+A cache directory is writable by whoever owns it, so an entry is untrusted input: loading one
+must never run code, whatever its bytes. The format therefore holds only data. Layout::
+
+    MAGIC (16 bytes) | sha256 of the rest (32) | header length (8, little endian)
+    | header (JSON: format version, cache key, scalars, frame schemas) | payload (.npz, stored)
+
+The checksum is verified before anything is parsed; the payload is a zip of ``.npy`` arrays,
+each checked against the header's declared name, dtype and length before it is read, read
+with ``allow_pickle=False``, and never decompressed (stored members only, so no zip bomb).
+Any deviation raises :class:`EntryError`, which the cache treats as a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracescale.classify.rank import RankResult
+from tracescale.classify.timeline import Segments
+
+MAGIC = b"TRACESCALE-RC-2\n"
+FORMAT_VERSION = 2
+_DIGEST = 32
+_FRAMES = ("steps", "collectives", "annotations", "range_totals")
+#: Column dtypes an entry may hold: numbers and booleans as arrays, strings as JSON lists.
+_ARRAY_DTYPES = frozenset(
+    [
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float32",
+        "float64",
+    ]
+)
+_STRING_DTYPES = frozenset(["str", "object", "string"])
+_MAX_HEADER = 64 << 20
+
+
+class EntryError(ValueError):
+    """An entry that is not exactly what this version writes (damaged, crafted or foreign)."""
+
+
+def _frame_schema(name: str, frame: pd.DataFrame, arrays: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0:
+        raise EntryError(f"{name}: index is not 0..n-1")
+    if frame.index.step != 1:
+        raise EntryError(f"{name}: index is not 0..n-1")
+    columns: list[dict[str, Any]] = []
+    for pos, col in enumerate(frame.columns):
+        if not isinstance(col, str):
+            raise EntryError(f"{name}: column name {col!r} is not a string")
+        series = frame.iloc[:, pos]
+        dtype = str(series.dtype)
+        if dtype in _ARRAY_DTYPES:
+            key = f"{name}.{pos}"
+            arrays[key] = series.to_numpy()
+            columns.append({"name": col, "dtype": dtype, "array": key})
+        elif dtype in _STRING_DTYPES:
+            values = series.tolist()
+            if not all(isinstance(v, str) for v in values):
+                raise EntryError(f"{name}.{col}: not all strings")
+            columns.append({"name": col, "dtype": dtype, "values": values})
+        else:
+            raise EntryError(f"{name}.{col}: dtype {dtype} is not cacheable")
+    return {"rows": len(frame), "columns": columns}
+
+
+def encode(result: RankResult, key: dict[str, Any]) -> bytes:
+    """The entry bytes of ``result`` under ``key``; raises EntryError for uncacheable data."""
+    arrays: dict[str, Any] = {
+        "segments.start": np.ascontiguousarray(result.segments.start, dtype=np.int64),
+        "segments.cat": np.ascontiguousarray(result.segments.cat, dtype=np.int8),
+    }
+    frames = {name: _frame_schema(name, getattr(result, name), arrays) for name in _FRAMES}
+    header = {
+        "format": FORMAT_VERSION,
+        "key": key,
+        "path": result.path,
+        "rank": int(result.rank),
+        "world_size": None if result.world_size is None else int(result.world_size),
+        "kind": result.kind,
+        "segments_stop": int(result.segments.stop),
+        "comm_by_type": {str(k): float(v) for k, v in result.comm_by_type.items()},
+        "warnings": [str(w) for w in result.warnings],
+        "frames": frames,
+        "arrays": {
+            k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sorted(arrays.items())
+        },
+    }
+    head = json.dumps(header, sort_keys=True, allow_nan=True).encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        for k, v in sorted(arrays.items()):
+            with zf.open(k + ".npy", "w") as fh:
+                np.lib.format.write_array(fh, v, allow_pickle=False)
+    body = len(head).to_bytes(8, "little") + head + buf.getvalue()
+    return MAGIC + hashlib.sha256(body).digest() + body
+
+
+def read_header(blob: bytes) -> tuple[dict[str, Any], memoryview]:
+    """Verified header and payload of an entry; EntryError on any damage."""
+    fixed = len(MAGIC) + _DIGEST + 8
+    if len(blob) < fixed or blob[: len(MAGIC)] != MAGIC:
+        raise EntryError("not a tracescale cache entry of this format")
+    body = memoryview(blob)[len(MAGIC) + _DIGEST :]
+    if hashlib.sha256(body).digest() != blob[len(MAGIC) : len(MAGIC) + _DIGEST]:
+        raise EntryError("checksum mismatch")
+    n = int.from_bytes(body[:8], "little")
+    if n > min(_MAX_HEADER, len(body) - 8):
+        raise EntryError("header length out of range")
+    try:
+        header = json.loads(bytes(body[8 : 8 + n]))
+    except (ValueError, RecursionError) as exc:
+        raise EntryError(f"header is not JSON: {exc}") from exc
+    if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION:
+        raise EntryError("unknown format version")
+    return header, body[8 + n :]
+
+
+def _arrays(header: dict[str, Any], payload: memoryview) -> dict[str, np.ndarray[Any, Any]]:
+    declared = header["arrays"]
+    if not isinstance(declared, dict):
+        raise EntryError("bad array table")
+    out: dict[str, np.ndarray[Any, Any]] = {}
+    with zipfile.ZipFile(io.BytesIO(payload)) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+        if set(infos) != {k + ".npy" for k in declared}:
+            raise EntryError("payload members differ from the header")
+        for name, spec in declared.items():
+            info = infos[name + ".npy"]
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(payload):
+                raise EntryError(f"{name}: compressed or oversized member")
+            with zf.open(info) as fh:
+                arr = np.lib.format.read_array(fh, allow_pickle=False)
+            if str(arr.dtype) != spec["dtype"] or list(arr.shape) != spec["shape"]:
+                raise EntryError(f"{name}: dtype or shape differs from the header")
+            if arr.dtype.kind not in "biuf":
+                raise EntryError(f"{name}: not a numeric array")
+            out[name] = arr
+    return out
+
+
+def _frame(schema: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]) -> pd.DataFrame:
+    rows = int(schema["rows"])
+    data: dict[str, Any] = {}
+    names: list[str] = []
+    for col in schema["columns"]:
+        name, dtype = str(col["name"]), str(col["dtype"])
+        if dtype in _ARRAY_DTYPES and "array" in col:
+            values: Any = arrays[str(col["array"])]
+            if str(values.dtype) != dtype or values.ndim != 1:
+                raise EntryError(f"column {name}: dtype differs")
+        elif dtype in _STRING_DTYPES and isinstance(col.get("values"), list):
+            if not all(isinstance(v, str) for v in col["values"]):
+                raise EntryError(f"column {name}: not all strings")
+            values = pd.array(col["values"], dtype=dtype)
+        else:
+            raise EntryError(f"column {name}: unknown dtype {dtype}")
+        if len(values) != rows or name in data:
+            raise EntryError(f"column {name}: wrong length or duplicate")
+        data[name] = values
+        names.append(name)
+    return pd.DataFrame(data, columns=names, index=pd.RangeIndex(rows))
+
+
+def decode(blob: bytes, key: dict[str, Any]) -> RankResult:
+    """The RankResult stored in ``blob`` if its header holds exactly ``key``."""
+    header, payload = read_header(blob)
+    if header.get("key") != key:
+        raise EntryError("stale entry (key differs)")
+    try:
+        arrays = _arrays(header, payload)
+        frames = {name: _frame(header["frames"][name], arrays) for name in _FRAMES}
+        start, cat = arrays["segments.start"], arrays["segments.cat"]
+        if start.dtype != np.int64 or cat.dtype != np.int8 or start.shape != cat.shape:
+            raise EntryError("segments: wrong dtypes or lengths")
+        world = header["world_size"]
+        comm = header["comm_by_type"]
+        result = RankResult(
+            path=str(header["path"]),
+            rank=_int(header["rank"]),
+            world_size=None if world is None else _int(world),
+            kind=str(header["kind"]),
+            steps=frames["steps"],
+            collectives=frames["collectives"],
+            segments=Segments(start=start, cat=cat, stop=_int(header["segments_stop"])),
+            comm_by_type={str(k): float(v) for k, v in comm.items()},
+            warnings=tuple(str(w) for w in header["warnings"]),
+            annotations=frames["annotations"],
+            range_totals=frames["range_totals"],
+        )
+    except EntryError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, zipfile.BadZipFile) as exc:
+        raise EntryError(f"malformed entry: {type(exc).__name__}: {exc}") from exc
+    return result
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise EntryError(f"expected an integer, got {type(value).__name__}")
+    return value
