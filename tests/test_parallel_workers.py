@@ -19,3 +19,28 @@ def crash_worker(task: RankTask) -> RankResult | TaskError:
     if "boom" in task.path:
         raise RuntimeError("boom")
     return run_task(task)
+
+
+def hang_worker(task: RankTask) -> RankResult | TaskError:
+    """Announces its pid in a file beside the task's, then works 'forever' (until killed)."""
+    import time
+
+    tmp = task.path + f".{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(str(os.getpid()))
+    os.replace(tmp, task.path + f".{os.getpid()}.pid")  # whole, never half-written
+    time.sleep(120)
+    return run_task(task)
+
+
+def socket_count_worker(task: RankTask) -> RankResult | TaskError:
+    """Reports how many sockets (pipe ends to the parent) this worker process holds open."""
+    fds = os.listdir("/proc/self/fd")
+    sockets = 0
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                sockets += 1
+        except OSError:
+            continue
+    return TaskError(task.path, f"sockets={sockets} pid={os.getpid()}", 0)
