@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import RunBreakdown
@@ -24,31 +26,79 @@ from tracescale.parallel import RankTask, TaskError, run_tasks
 from tracescale.scaling import analyze_scaling
 from tracescale.study import Study, make_document, run_to_dict
 
+_STEPS_HELP = (
+    "--steps takes ProfilerStep numbers as inspect shows them: 12: or #12: (from #12 on), "
+    "10:14 (#10 to #13), #12 (that step alone); negative numbers count from the last step "
+    "(:-1 drops the last)"
+)
+
+
+def _step_bound(text: str, spec: str) -> int | None:
+    text = text.strip().removeprefix("#")
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{_STEPS_HELP}; got {spec!r}") from None
+
 
 def parse_steps(spec: str | None) -> slice | None:
-    """``"2:"`` -> slice(2, None); ``"1:5"``; ``None`` keeps every step."""
-    if spec is None or spec == "":
+    """``"12:"``/``"#12:"`` -> slice(12, None) of ProfilerStep numbers; ``"#12"`` -> that step.
+
+    Bounds are step numbers (half-open, like a slice), not positions: a trace whose steps are
+    #10..#14 keeps #12..#14 with ``12:``. Negative bounds count from each rank's last step. A
+    bare number (``2``) is rejected: it could mean step #2 or the first two steps.
+    """
+    if spec is None or spec.strip() == "":
         return None
+    spec = spec.strip()
     parts = spec.split(":")
-    try:
-        if len(parts) == 1:
-            return slice(int(parts[0]), int(parts[0]) + 1)
-        if len(parts) == 2:
-            return slice(int(parts[0]) if parts[0] else None, int(parts[1]) if parts[1] else None)
-    except ValueError:
-        pass
-    raise UsageError(f"--steps takes START:END (e.g. 2: to drop two warm-up steps), not {spec!r}")
+    if len(parts) == 1:
+        if not spec.startswith("#"):
+            raise UsageError(
+                f"--steps {spec} is ambiguous: write #{spec} for ProfilerStep#{spec} alone, "
+                f"{spec}: for #{spec} onwards, or :{spec} for the steps before #{spec}"
+            )
+        n = _step_bound(spec, spec)
+        if n is None or n < 0:
+            raise UsageError(f"{_STEPS_HELP}; got {spec!r}")
+        return slice(n, n + 1)
+    if len(parts) != 2:
+        raise UsageError(f"{_STEPS_HELP}; got {spec!r}")
+    return slice(_step_bound(parts[0], spec), _step_bound(parts[1], spec))
 
 
 def _select_steps(result: RankResult, steps: slice | None) -> RankResult:
+    """Keep the steps whose ProfilerStep number lies in ``steps`` (negatives: from the end)."""
     if steps is None:
         return result
-    kept = result.steps.iloc[steps].reset_index(drop=True)
+    numbers = result.steps["step"].to_numpy()
+    position = np.arange(len(numbers))
+    keep = np.ones(len(numbers), dtype=bool)
+    if steps.start is not None:
+        start = int(steps.start)
+        keep &= (numbers >= start) if start >= 0 else (position >= len(numbers) + start)
+    if steps.stop is not None:
+        stop = int(steps.stop)
+        keep &= (numbers < stop) if stop >= 0 else (position < len(numbers) + stop)
+    kept = result.steps[keep].reset_index(drop=True)
     if kept.empty:
-        raise UsageError(f"--steps leaves no step of {len(result.steps)}", path=result.path)
-    keep = set(kept["step"].tolist())
-    coll = result.collectives[result.collectives["step"].isin(keep)].reset_index(drop=True)
-    return dataclasses.replace(result, steps=kept, collectives=coll)
+        have = f"#{numbers.min()}–#{numbers.max()}" if len(numbers) else "no ProfilerStep"
+        raise UsageError(
+            f"--steps {_slice_text(steps)} keeps none of this rank's steps ({have}); "
+            "numbers are ProfilerStep numbers, as inspect shows them",
+            path=result.path,
+        )
+    keep_numbers = set(kept["step"].tolist())
+    coll = result.collectives[result.collectives["step"].isin(keep_numbers)]
+    return dataclasses.replace(result, steps=kept, collectives=coll.reset_index(drop=True))
+
+
+def _slice_text(steps: slice) -> str:
+    start = "" if steps.start is None else str(steps.start)
+    stop = "" if steps.stop is None else str(steps.stop)
+    return f"{start}:{stop}"
 
 
 def _check_duplicate_ranks(results: list[RankResult]) -> list[RankResult]:

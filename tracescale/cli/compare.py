@@ -46,8 +46,9 @@ def compare(
     from tracescale import api
 
     kwargs = analysis_kwargs(options)
+    fmt = pick_format(fmt, output)
     comparison = api.compare(before, after, fail_on_regression_pct=fail_pct, **kwargs)
-    emit(comparison.render(pick_format(fmt, output)), output, inputs=[before, after], force=force)
+    emit(comparison.render(fmt), output, inputs=[before, after], force=force)
     code = comparison.exit_code(fail_pct)
     if code:
         sys.exit(code)

@@ -2,7 +2,8 @@
 
 Subcommands live in their own modules and are registered here. Any :class:`TracescaleError`
 becomes ``tracescale: error: FILE: what is wrong`` on stderr and its exit code; ``--debug``
-shows the traceback instead.
+shows the traceback instead. Global options (``--debug``) are accepted before or after the
+subcommand, because error messages tell the user to "rerun with --debug" and they add it last.
 """
 
 from __future__ import annotations
@@ -51,7 +52,31 @@ class _LazyGroup(click.Group):
             return None
         # Same -h/--help everywhere, also when a module's command runs on its own.
         command.context_settings.setdefault("help_option_names", list(HELP_OPTIONS))
+        if not any(p.name == "debug" for p in command.params):
+            command.params.append(_debug_option())
         return command
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_root().ensure_object(dict)["debug"] = True
+
+
+def _debug_option() -> click.Option:
+    """The group's --debug, repeated on each subcommand (it only sets the root's flag)."""
+    return click.Option(
+        ["--debug"],
+        is_flag=True,
+        expose_value=False,
+        callback=_set_debug,
+        help="Show tracebacks instead of one-line errors (also before the subcommand).",
+    )
+
+
+def _wants_debug(argv: list[str]) -> bool:
+    """--debug anywhere before a ``--`` (what follows it belongs to a training script)."""
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    return "--debug" in head
 
 
 @click.group(
@@ -71,7 +96,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: run the group, turning expected failures into exit codes."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    debug = _wants_debug(list(argv if argv is not None else sys.argv[1:]))
     try:
         return cli.main(args=argv, prog_name="tracescale", standalone_mode=False)
     except TracescaleError as exc:

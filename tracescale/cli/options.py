@@ -84,10 +84,28 @@ def output_options(func: F) -> F:
 
 
 def pick_format(fmt: str | None, output: str | None) -> str:
-    """Explicit --format, else guessed from -o's extension, else the terminal table."""
-    from tracescale.report import guess_format
+    """Explicit --format, else guessed from -o's extension, else the terminal table.
 
-    return fmt or guess_format(output) or "table"
+    An extension no format claims (``-o report.pdf``) is a usage error rather than a text
+    table under a misleading name; a name without extension gets the table.
+    """
+    from pathlib import Path
+
+    from tracescale.report import guess_format
+    from tracescale.report.render import known_extensions
+
+    if fmt:
+        return fmt
+    guessed = guess_format(output)
+    if guessed:
+        return guessed
+    suffix = Path(str(output)).suffix if output else ""
+    if suffix and output != "-":
+        raise UsageError(
+            f"-o {output}: unknown extension {suffix!r}; use {', '.join(known_extensions())} "
+            "or give --format"
+        )
+    return "table"
 
 
 def analysis_options(func: F) -> F:
@@ -123,7 +141,12 @@ def analysis_options(func: F) -> F:
             type=click.Path(dir_okay=False),
             help="TOML file of name rules applied before the defaults.",
         ),
-        click.option("--steps", metavar="START:END", help="Steps to keep per rank, e.g. 2:"),
+        click.option(
+            "--steps",
+            metavar="START:END",
+            help="ProfilerStep numbers to keep, as inspect shows them: 12: or #12: from #12 on, "
+            "10:14 for #10-#13, #12 alone; negative counts from the last step (:-1 drops it).",
+        ),
         click.option("--jobs", "-j", type=int, help="Worker processes (default: the cores)."),
         click.option(
             "--strict", is_flag=True, help="Fail (exit 3) on any bad rank file instead of warning."

@@ -31,6 +31,11 @@ def guess_format(path: str | Path | None) -> str | None:
     return _EXTENSIONS.get(Path(str(path)).suffix.lower())
 
 
+def known_extensions() -> list[str]:
+    """The -o extensions that pick a format, for error messages."""
+    return list(_EXTENSIONS)
+
+
 def _finite(value: Any) -> Any:
     """NaN and infinities become null: JSON has no spelling for them."""
     if isinstance(value, float) and not math.isfinite(value):
