@@ -92,7 +92,12 @@ def _select_steps(result: RankResult, steps: slice | None) -> RankResult:
         )
     keep_numbers = set(kept["step"].tolist())
     coll = result.collectives[result.collectives["step"].isin(keep_numbers)]
-    return dataclasses.replace(result, steps=kept, collectives=coll.reset_index(drop=True))
+    ops = result.op_seconds
+    if len(ops):
+        ops = ops[ops["step"].isin(keep_numbers)].reset_index(drop=True)
+    return dataclasses.replace(
+        result, steps=kept, collectives=coll.reset_index(drop=True), op_seconds=ops
+    )
 
 
 def _slice_text(steps: slice) -> str:
@@ -180,6 +185,7 @@ def analyze_study(
     strict: bool,
 ) -> tuple[dict[str, Any], tuple[RunBreakdown, ...], Any]:
     """One study's document entry (runs, scaling, warnings, findings)."""
+    from tracescale.classify.top_ops import attach_laws
     from tracescale.findings import top_findings
 
     warnings = list(spec.warnings)
@@ -210,6 +216,7 @@ def analyze_study(
             )
         ),
     }
+    attach_laws(entry["runs"], scaling.mode)
     entry["findings"] = top_findings(entry)
     return entry, tuple(runs), scaling
 

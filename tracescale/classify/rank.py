@@ -25,6 +25,7 @@ from tracescale.classify.timeline import (
     last_at_or_before,
     merge_runs,
 )
+from tracescale.classify.top_ops import rank_op_seconds
 from tracescale.ingest.steps import StepWindows, find_steps, launch_times
 from tracescale.ingest.trace import RankTrace
 
@@ -53,6 +54,9 @@ class RankResult:
     #: Seconds per (step, name) of every such range, also the short ones not kept above, so
     #: "absent on the other ranks" means absent, not merely too short to keep.
     range_totals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Seconds per (step, category, name) of the ops/kernels owning each category's time
+    #: (classify.top_ops.OP_COLUMNS): the top contributors, already summed per name.
+    op_seconds: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _mask_names(trace: RankTrace, pred: Callable[[str], bool]) -> BOOL:
@@ -88,9 +92,10 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     cat_is_op = np.isin(ev.cat, np.array([trace.string_id(c) for c in _OP_CATS], dtype=np.int32))
 
     layers: dict[str, tuple[I64, I64]] = {}
+    masks: dict[str, BOOL] = {}
 
     def add(name: str, mask: BOOL) -> None:
-        m = mask & inside
+        m = masks[name] = mask & inside
         layers[name] = (np.maximum(ev.start[m], lo), np.minimum(ev.start[m] + ev.dur[m], hi))
 
     add("dl", main & (host_t == 0))
@@ -160,6 +165,9 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     rank_id = rank if rank is not None else (trace.meta.rank if trace.meta.rank is not None else 0)
     steps = _step_table(win, seg_s, seg_e, seg_cat, step_idx, in_step, length, cov, kind, rank_id)
     segs = merge_runs(seg_s[in_step], seg_e[in_step], seg_cat[in_step])
+    ops = rank_op_seconds(
+        trace, masks, kind, seg_s, seg_cat, length, step_idx, in_step, win.numbers
+    )
     comm_by_type: dict[str, float] = {}
     comm_seg = in_step & (seg_cat == CAT["communication"])
     claimed = np.zeros(seg_s.shape[0], dtype=np.bool_)
@@ -188,6 +196,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         warnings=tuple(warnings),
         annotations=ranges,
         range_totals=totals,
+        op_seconds=ops,
     )
 
 

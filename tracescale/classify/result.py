@@ -66,6 +66,9 @@ class RunBreakdown:
     communication_by_collective: dict[str, float] = field(default_factory=dict)
     kind: str = "gpu"  # "gpu" or "cpu": which resource was treated as critical
     warnings: tuple[str, ...] = ()
+    #: Top contributors: category, name, seconds (mean per step per rank), step_sd, steps
+    #: (see classify.top_ops.run_op_table).
+    ops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def mean_breakdown(self) -> dict[str, float]:
         """Mean seconds per step over ranks and steps, per category (sums to mean duration)."""

@@ -16,6 +16,7 @@ from tracescale.classify.rank import RankResult
 from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
 from tracescale.classify.single_rank import apply_single_rank
 from tracescale.classify.timeline import CAT
+from tracescale.classify.top_ops import run_op_table
 
 _COMM = CAT["communication"]
 _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, assume skew
@@ -124,6 +125,7 @@ def build_run(
     by_type: dict[str, float] = {}
     nsteps = 0
     kinds = set()
+    op_tables: list[pd.DataFrame] = []
     for raw_group in groups:
         group, found = apply_single_rank(raw_group)
         notes.extend(found)
@@ -156,6 +158,7 @@ def build_run(
             for ctype, sec in r.comm_by_type.items():
                 by_type[ctype] = by_type.get(ctype, 0.0) + sec
             nsteps += len(steps)
+            op_tables.append(r.op_seconds)
         for ctype, sec in moved_by_type.items():
             by_type[ctype] = max(by_type.get(ctype, 0.0) - sec, 0.0)
         if len(coll):
@@ -179,4 +182,5 @@ def build_run(
         communication_by_collective=per_step,
         kind="gpu" if "gpu" in kinds else "cpu",
         warnings=tuple(dict.fromkeys(notes)),
+        ops=run_op_table(op_tables, nsteps),
     )

@@ -1,0 +1,257 @@
+"""Top contributors: a rank's categorized timeline + its events in, seconds per (step, category,
+op name) out; per run, the mean seconds per step of each name; across runs, each name's law.
+
+Every instant of a category is owned by at most one name, so the names of a category never sum
+to more than the category. The owner of an instant is the innermost event covering it among the
+events that explain that category (device kernels for compute, the data-loading rule's events
+for data loading, any main-process host op for host overhead: its self time), so a reader sees
+the op or kernel to act on rather than an enclosing annotation. Instants no such event covers
+(idle, untraced Python) stay unnamed. Only the largest names per category are kept per rank,
+the rest summed as :data:`OTHER`, so the map step's result stays compact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.timeline import BOOL, CAT, I64
+from tracescale.ingest.trace import RankTrace
+
+#: Name of the row that sums a category's names below the kept ones.
+OTHER = "(other ops)"
+#: Names kept per category and rank (the rest go into OTHER).
+KEEP_PER_RANK = 24
+#: Names reported per category and run.
+KEEP_PER_RUN = 8
+#: Columns of the per-rank table (``RankResult.op_seconds``).
+OP_COLUMNS = ("step", "category", "name", "seconds")
+#: A name whose time falls slower than N^-0.5 does not shrink (strong scaling), and one that
+#: rises faster than N^0.2 grows (weak scaling, where per-rank work should stay flat).
+SHRINK_EXPONENT = -0.5
+GROW_EXPONENT = 0.2
+
+#: Which layers of classify/rank.py explain each category, tried in order (GPU, CPU traces).
+_OWNERS_GPU: dict[str, tuple[str, ...]] = {
+    "compute": ("compute",),
+    "memcpy": ("memcpy",),
+    "communication": ("comm", "hcomm"),
+    "dataloader": ("dl",),
+    "sync": ("sync", "anyop"),
+    "reduction": ("red", "anyop"),
+    "host": ("anyop",),
+}
+_OWNERS_CPU: dict[str, tuple[str, ...]] = {
+    "compute": ("anyop",),
+    "communication": ("hcomm", "comm"),
+    "dataloader": ("dl",),
+    "sync": ("sync",),
+    "reduction": ("red", "anyop"),
+}
+
+
+def _innermost(
+    starts: I64, ends: I64, ids: npt.NDArray[np.int32], at: I64
+) -> npt.NDArray[np.int32]:
+    """Per query time, the name id of the innermost interval covering it (-1: none).
+
+    Intervals of one thread nest, so the innermost at ``t`` is the latest-starting one at the
+    depth ``t`` is at; intervals of different threads may overlap without nesting, so the answer
+    is checked and, where wrong, replaced by the covering interval that ends last.
+    """
+    out = np.full(at.shape[0], -1, dtype=np.int32)
+    if starts.shape[0] == 0 or at.shape[0] == 0:
+        return out
+    order = np.lexsort((-ends, starts))
+    s, e, n = starts[order], ends[order], ids[order]
+    sorted_ends = np.sort(e)
+    depth = np.arange(s.shape[0]) - np.searchsorted(sorted_ends, s, side="right")
+    at_depth = np.searchsorted(s, at, side="right") - np.searchsorted(sorted_ends, at, "right")
+    span = int(max(int(e.max()), int(at.max())) - min(int(s.min()), int(at.min()))) + 2
+    origin = min(int(s.min()), int(at.min()))
+    key = depth.astype(np.int64) * span + (s - origin)
+    korder = np.argsort(key, kind="stable")
+    keys = key[korder]
+    qkey = (at_depth - 1).astype(np.int64) * span + (at - origin)
+    pos = np.searchsorted(keys, qkey, side="right") - 1
+    ok = (pos >= 0) & (at_depth > 0)
+    cand = korder[np.clip(pos, 0, None)]
+    ok &= (s[cand] <= at) & (e[cand] > at)
+    out[ok] = n[cand[ok]]
+    # Fallback: among intervals started by t, the one that ends last covers t if any does.
+    last = np.searchsorted(s, at, side="right") - 1
+    run_max = np.maximum.accumulate(e)
+    arg = np.zeros(e.shape[0], dtype=np.int64)
+    better = np.concatenate([[True], e[1:] > run_max[:-1]])
+    arg[better] = np.flatnonzero(better)
+    arg = np.maximum.accumulate(arg)
+    idx = arg[np.clip(last, 0, None)]
+    fix = ~ok & (last >= 0) & (e[idx] > at)
+    out[fix] = n[idx[fix]]
+    return out
+
+
+def rank_op_seconds(
+    trace: RankTrace,
+    layer_masks: Mapping[str, BOOL],
+    kind: str,
+    seg_start: I64,
+    seg_cat: npt.NDArray[np.int8],
+    length: npt.NDArray[np.float64],
+    step_idx: I64,
+    in_step: BOOL,
+    step_numbers: npt.NDArray[np.int64],
+) -> pd.DataFrame:
+    """Seconds per (step, category, name) of one rank: :data:`OP_COLUMNS`.
+
+    ``layer_masks`` are the event masks behind classify/rank.py's layers (by layer name); the
+    elementary segments already start at every boundary of those events, so one owner per
+    segment is exact.
+    """
+    ev = trace.events
+    owners = _OWNERS_GPU if kind == "gpu" else _OWNERS_CPU
+    frames = []
+    for cat, layers in owners.items():
+        sel = in_step & (seg_cat == CAT[cat])
+        if not sel.any():
+            continue
+        at = seg_start[sel]
+        name = np.full(at.shape[0], -1, dtype=np.int32)
+        for layer in layers:
+            mask = layer_masks.get(layer)
+            if mask is None:
+                continue
+            mask = mask & (ev.dur > 0)  # zero-length events own nothing and break nesting
+            if not mask.any():
+                continue
+            todo = name < 0
+            found = _innermost(
+                ev.start[mask], ev.start[mask] + ev.dur[mask], ev.name[mask], at[todo]
+            )
+            name[todo] = found
+        named = name >= 0
+        if not named.any():
+            continue
+        frames.append(
+            pd.DataFrame(
+                {
+                    "step_idx": step_idx[sel][named],
+                    "category": cat,
+                    "name_id": name[named],
+                    "seconds": length[sel][named],
+                }
+            )
+        )
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _DTYPES.items()})
+    raw = pd.concat(frames, ignore_index=True)
+    sums = raw.groupby(["step_idx", "category", "name_id"], as_index=False)["seconds"].sum()
+    totals = sums.groupby(["category", "name_id"])["seconds"].sum()
+    keep = totals.groupby(level="category", group_keys=False).nlargest(KEEP_PER_RANK)
+    kept = set(keep.index.tolist())
+    is_kept = [(c, int(i)) in kept for c, i in zip(sums["category"], sums["name_id"], strict=True)]
+    names = np.array(trace.names(sums["name_id"].to_numpy(dtype=np.int32)), dtype=object)
+    names[~np.asarray(is_kept, dtype=np.bool_)] = OTHER
+    out = pd.DataFrame(
+        {
+            "step": step_numbers[sums["step_idx"].to_numpy(dtype=np.int64)],
+            "category": sums["category"].to_numpy(),
+            "name": names,
+            "seconds": sums["seconds"].to_numpy(dtype=np.float64),
+        }
+    )
+    return out.groupby(["step", "category", "name"], as_index=False, sort=False)["seconds"].sum()
+
+
+_DTYPES = {"step": "int64", "category": "object", "name": "object", "seconds": "float64"}
+
+
+def run_op_table(tables: Sequence[pd.DataFrame], rank_steps: int) -> pd.DataFrame:
+    """Per run: mean seconds per rank-step of each (category, name), with the spread over steps.
+
+    Columns: category, name, seconds (mean per step per rank), step_sd (standard deviation of
+    the per-step mean over ranks), steps (how many steps the spread is over).
+    """
+    cols = ["category", "name", "seconds", "step_sd", "steps"]
+    frames = [t for t in tables if len(t)]
+    if not frames or rank_steps <= 0:
+        return pd.DataFrame(columns=cols)
+    allt = pd.concat(frames, ignore_index=True)
+    nsteps = max(int(allt["step"].nunique()), 1)
+    ranks_per_step = rank_steps / nsteps
+    total = allt.groupby(["category", "name"])["seconds"].sum() / rank_steps
+    per_step = allt.groupby(["category", "name", "step"])["seconds"].sum() / ranks_per_step
+    wide = per_step.unstack("step", fill_value=0.0)
+    sd = wide.std(axis=1, ddof=1) if wide.shape[1] > 1 else wide.sum(axis=1) * 0.0
+    out = pd.DataFrame({"seconds": total, "step_sd": sd.reindex(total.index).fillna(0.0)})
+    out["steps"] = nsteps
+    return out.reset_index()[cols]
+
+
+def run_top_ops(table: pd.DataFrame, breakdown: Mapping[str, float]) -> dict[str, list[Any]]:
+    """The run's ``top_ops`` entry: per category, its largest names with seconds and share."""
+    out: dict[str, list[Any]] = {}
+    if table is None or not len(table):
+        return out
+    for cat in CATEGORIES:
+        rows = table[table["category"] == cat].sort_values("seconds", ascending=False)
+        named = rows[rows["name"] != OTHER].head(KEEP_PER_RUN)
+        whole = float(breakdown.get(cat, 0.0))
+        if named.empty or whole <= 0:
+            continue
+        out[cat] = [
+            {
+                "name": str(r.name),
+                "seconds": float(r.seconds),
+                "share": min(float(r.seconds) / whole, 1.0),
+                "step_sd_s": float(r.step_sd),
+                "steps": int(r.steps),
+            }
+            for r in named.itertuples(index=False)
+        ]
+    return out
+
+
+def _law(sizes: list[float], secs: list[float], mode: str) -> dict[str, Any]:
+    """Power law t ~ N^p fitted on the runs a name appears in, and whether it is flagged."""
+    pts = [(n, s) for n, s in zip(sizes, secs, strict=True) if s > 0]
+    if len(pts) < 2 or len({n for n, _ in pts}) < 2:
+        return {"form": "one run", "exponent": None, "flagged": False}
+    x = np.log([n for n, _ in pts])
+    y = np.log([s for _, s in pts])
+    p = float(np.polyfit(x, y, 1)[0])
+    if p <= -0.8:
+        form = "shrinks ~1/N"
+    elif p <= SHRINK_EXPONENT:
+        form = f"shrinks ~N^{p:.2f}"
+    elif p < GROW_EXPONENT:
+        form = "flat"
+    else:
+        form = f"grows ~N^{p:.2f}"
+    flagged = p >= GROW_EXPONENT if mode == "weak" else p > SHRINK_EXPONENT
+    return {"form": form, "exponent": p, "flagged": bool(flagged)}
+
+
+def attach_laws(runs: list[dict[str, Any]], mode: str) -> None:
+    """Give every ``top_ops`` entry of every run its law across the runs (in place).
+
+    A name absent from a run counts as absent (not zero) there: the law uses the runs it is in.
+    Strong scaling flags names that do not shrink; weak scaling flags names that grow.
+    """
+    seen: dict[tuple[str, str], dict[float, float]] = {}
+    for run in runs:
+        n = float(run.get("world_size") or 0)
+        for cat, entries in (run.get("top_ops") or {}).items():
+            for e in entries:
+                seen.setdefault((cat, e["name"]), {})[n] = float(e["seconds"])
+    for run in runs:
+        for cat, entries in (run.get("top_ops") or {}).items():
+            for e in entries:
+                pts = seen[(cat, e["name"])]
+                sizes = sorted(pts)
+                e["law"] = _law(sizes, [pts[k] for k in sizes], mode)
