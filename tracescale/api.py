@@ -8,6 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
+from tracescale import frames
 from tracescale.errors import UsageError
 from tracescale.pipeline import analyze as _analyze_pipeline
 from tracescale.study import Study, is_study_document
@@ -91,6 +94,23 @@ class Comparison:
         from tracescale.report import render_compare
 
         return render_compare(self.doc, fmt)
+
+    def frame(self) -> pd.DataFrame:
+        """Per matched run a ``step_time`` row, then one row per category: study, world_size,
+        quantity, before_s, after_s, delta_s, change_pct, ci90_low_pct, ci90_high_pct,
+        significant, verdict (the last four only on ``step_time`` rows, NaN elsewhere)."""
+        return frames.compare_frame(self.doc)
+
+    def scaling_frame(self) -> pd.DataFrame:
+        """Serial fraction, Amdahl ceiling and projected speedups before and after: study,
+        quantity, world_size, before, after."""
+        return frames.compare_scaling(self.doc)
+
+    def _repr_html_(self) -> str:
+        """The compare report inline in Jupyter or VS Code (scoped, offline, theme-aware)."""
+        from tracescale.report.inline import inline_report
+
+        return inline_report(self.render("html"))
 
     def exit_code(self, fail_on_regression_pct: float | None) -> int:
         from tracescale.comparison.core import gate_exit_code

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracescale import __version__
+from tracescale import __version__, frames
 from tracescale.categories import CATEGORIES
 from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
 from tracescale.classify.top_ops import run_top_ops
@@ -115,28 +115,55 @@ class Study:
 
     def breakdown(self) -> pd.DataFrame:
         """Tidy frame: study, world_size, rank, step, category, seconds (from the JSON rows)."""
-        parts = []
-        for study in self.studies:
-            for run in study.get("runs", []):
-                df = rows_frame(run)
-                if df.empty:
-                    continue
-                long = df.melt(
-                    id_vars=["rank", "step"],
-                    value_vars=list(CATEGORIES),
-                    var_name="category",
-                    value_name="seconds",
-                )
-                long.insert(0, "world_size", int(run["world_size"]))
-                long.insert(0, "study", str(study.get("path", "")))
-                parts.append(long)
-        cols = ["study", "world_size", "rank", "step", "category", "seconds"]
-        if not parts:
-            return pd.DataFrame(columns=cols)
-        out = pd.concat(parts, ignore_index=True)[cols]
-        return out.astype(
-            {"world_size": "int64", "rank": "int64", "step": "int64", "seconds": "float64"}
-        )
+        return frames.breakdown(self.doc)
+
+    # The report's other tables as tidy frames (columns in tracescale.frames.COLUMNS).
+
+    def points(self) -> pd.DataFrame:
+        """Measured scaling: study, world_size, step_time_s, speedup, efficiency, karp_flatt,
+        gustafson_speedup."""
+        return frames.points(self.doc)
+
+    def projections(self) -> pd.DataFrame:
+        """Projections and what-if scenarios: study, scenario ('' for the fitted model),
+        world_size, step_time_s, ci90_low_s, ci90_high_s, speedup, efficiency."""
+        return frames.projections(self.doc)
+
+    def collectives(self) -> pd.DataFrame:
+        """Exposed communication per step by collective: study, world_size, collective, seconds."""
+        return frames.collectives(self.doc)
+
+    def top_ops(self) -> pd.DataFrame:
+        """Heaviest ops per category: study, world_size, category, position, name, seconds,
+        share, law."""
+        return frames.top_ops(self.doc)
+
+    def serial_fraction(self) -> pd.DataFrame:
+        """Serial fraction by category plus a 'total' row: study, category, share, ci90_low,
+        ci90_high, caps_speedup_at."""
+        return frames.serial_fraction(self.doc)
+
+    def models(self) -> pd.DataFrame:
+        """Per-category scaling models: study, category, form, parameter, value, rmse_s."""
+        return frames.models(self.doc)
+
+    def overheads(self) -> pd.DataFrame:
+        """Overheads growing with N: study, world_size, category, source, seconds, text."""
+        return frames.overheads(self.doc)
+
+    def ranks(self) -> pd.DataFrame:
+        """Per rank mean per step: study, world_size, rank, step_time_s, category, seconds."""
+        return frames.ranks(self.doc)
+
+    def step_stats(self) -> pd.DataFrame:
+        """Step-time statistics per run (see tracescale.frames.step_stats)."""
+        return frames.step_stats(self.doc)
+
+    def _repr_html_(self) -> str:
+        """The HTML report inline in Jupyter or VS Code (scoped, offline, theme-aware)."""
+        from tracescale.report.inline import inline_report
+
+        return inline_report(self.render("html"))
 
     def to_dict(self) -> dict[str, Any]:
         return self.doc
