@@ -56,7 +56,19 @@ COLUMNS: dict[str, list[str]] = {
         "slowest_rank_mean_s",
         "slowest_per_step_mean_s",
     ],
-    "top_ops": ["study", "world_size", "category", "position", "name", "seconds", "share", "law"],
+    "top_ops": [
+        "study",
+        "world_size",
+        "category",
+        "position",
+        "name",
+        "seconds",
+        "share",
+        "step_sd_s",
+        "law",
+        "law_exponent",
+        "flagged",
+    ],
     "compare": [
         "study",
         "world_size",
@@ -114,7 +126,7 @@ def _frame(kind: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
             df[c] = df[c].astype("object")
         elif c in _INT_COLUMNS and df[c].notna().all():
             df[c] = df[c].astype("int64")
-        elif c == "significant":
+        elif c in ("significant", "flagged"):
             df[c] = df[c].astype("object")
         else:
             df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
@@ -318,20 +330,32 @@ def step_stats(doc: dict[str, Any]) -> pd.DataFrame:
     return _frame("step_stats", rows)
 
 
+def _top_op_row(path: str, run: dict[str, Any], cat: str, i: int, op: Any) -> dict[str, Any]:
+    op = _d(op)
+    law = op.get("law")
+    law_d = _d(law)
+    return {
+        "study": path,
+        "world_size": run.get("world_size"),
+        "category": cat,
+        "position": i,
+        "name": op.get("name"),
+        "seconds": _f(op.get("seconds")),
+        "share": _f(op.get("share")),
+        "step_sd_s": _f(op.get("step_sd_s")),
+        "law": law_d.get("form") if isinstance(law, dict) else law,
+        "law_exponent": _f(law_d.get("exponent")),
+        "flagged": bool(law_d.get("flagged")) if "flagged" in law_d else None,
+    }
+
+
 def top_ops(doc: dict[str, Any]) -> pd.DataFrame:
-    """study, world_size, category, position, name, seconds, share, law: the heaviest ops of
-    each category per run (``runs[].top_ops[category]``), position 1 the heaviest."""
+    """study, world_size, category, position, name, seconds, share, step_sd_s, law,
+    law_exponent, flagged: the heaviest ops of each category per run (``runs[].top_ops``),
+    position 1 the heaviest; seconds per step, share of the category, the law across N
+    (``law.form``, its exponent p of t ~ N^p, and whether it is flagged as not scaling)."""
     rows = [
-        {
-            "study": path,
-            "world_size": r.get("world_size"),
-            "category": c,
-            "position": i,
-            "name": _d(op).get("name"),
-            "seconds": _f(_d(op).get("seconds")),
-            "share": _f(_d(op).get("share")),
-            "law": _d(op).get("law"),
-        }
+        _top_op_row(path, r, c, i, op)
         for path, st in _studies(doc)
         for r in _runs(st)
         for c, ops in _d(r.get("top_ops")).items()
