@@ -90,10 +90,11 @@ class Comparison:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.doc, indent=indent, allow_nan=False)
 
-    def render(self, fmt: str = "table") -> str:
+    def render(self, fmt: str = "table", *, width: int | None = None, color: bool = False) -> str:
+        """The comparison as text in ``fmt``; ``width``/``color`` shape the terminal table."""
         from tracescale.report import render_compare
 
-        return render_compare(self.doc, fmt)
+        return render_compare(self.doc, fmt, width=width, color=color)
 
     def frame(self) -> pd.DataFrame:
         """Per matched run a ``step_time`` row, then one row per category: study, world_size,

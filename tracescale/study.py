@@ -176,10 +176,11 @@ class Study:
 
         atomic_write_text(str(path), self.to_json() + "\n")
 
-    def render(self, fmt: str = "table") -> str:
+    def render(self, fmt: str = "table", *, width: int | None = None, color: bool = False) -> str:
+        """The study as text in ``fmt``; ``width``/``color`` shape the terminal table only."""
         from tracescale.report import render
 
-        return render(self.doc, fmt)
+        return render(self.doc, fmt, width=width, color=color)
 
 
 def make_document(studies: Sequence[dict[str, Any]]) -> dict[str, Any]:

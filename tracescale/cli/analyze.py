@@ -13,6 +13,7 @@ from tracescale.cli.options import (
     output_options,
     pick_format,
     show_progress,
+    table_style,
 )
 from tracescale.cli.settings import CONTEXT
 
@@ -35,4 +36,4 @@ def analyze(path: str, fmt: str | None, output: str | None, force: bool, **optio
     kwargs = analysis_kwargs(options)
     fmt = pick_format(fmt, output)
     study = api.analyze(path, show_progress=show_progress(options.get("quiet", False)), **kwargs)
-    emit(study.render(fmt), output, inputs=[path], force=force)
+    emit(study.render(fmt, **table_style(output)), output, inputs=[path], force=force)

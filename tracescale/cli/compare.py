@@ -13,6 +13,7 @@ from tracescale.cli.options import (
     emit,
     output_options,
     pick_format,
+    table_style,
 )
 from tracescale.cli.settings import CONTEXT
 
@@ -48,7 +49,7 @@ def compare(
     kwargs = analysis_kwargs(options)
     fmt = pick_format(fmt, output)
     comparison = api.compare(before, after, fail_on_regression_pct=fail_pct, **kwargs)
-    emit(comparison.render(fmt), output, inputs=[before, after], force=force)
+    emit(comparison.render(fmt, **table_style(output)), output, inputs=[before, after], force=force)
     code = comparison.exit_code(fail_pct)
     if code:
         sys.exit(code)

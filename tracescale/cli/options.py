@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -106,6 +107,16 @@ def pick_format(fmt: str | None, output: str | None) -> str:
             "or give --format"
         )
     return "table"
+
+
+def table_style(output: str | None) -> dict[str, Any]:
+    """Width and colour of the terminal table: the terminal's own on stdout, plain in files."""
+    from tracescale.report.table import DEFAULT_WIDTH, terminal_width, wants_color
+
+    if output is None:
+        return {"width": terminal_width(sys.stdout), "color": wants_color(sys.stdout)}
+    env = os.environ.get("COLUMNS", "")
+    return {"width": int(env) if env.isdigit() and int(env) > 0 else DEFAULT_WIDTH}
 
 
 def analysis_options(func: F) -> F:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracescale.cli.options import emit, output_options, pick_format
+from tracescale.cli.options import emit, output_options, pick_format, table_style
 from tracescale.cli.settings import CONTEXT
 
 
@@ -17,5 +17,6 @@ def report(study: str, fmt: str | None, output: str | None, force: bool) -> None
     """Render a study saved with `analyze --format json -o study.json`."""
     from tracescale import api
 
+    fmt = pick_format(fmt, output)
     doc = api.load(study)
-    emit(doc.render(pick_format(fmt, output)), output, inputs=[], force=force)
+    emit(doc.render(fmt, **table_style(output)), output, inputs=[], force=force)

@@ -96,11 +96,11 @@ def _header(doc: dict[str, Any]) -> str:
     return f"tracescale compare, schema {doc.get('schema_version')}"
 
 
-def compare_table(doc: dict[str, Any], width: int = 120) -> str:
-    """The compare document as plain terminal text."""
-    from tracescale.report.table import blocks_renderable, to_string
+def compare_table(doc: dict[str, Any], width: int | None = None, color: bool = False) -> str:
+    """The compare document as terminal text, ``width`` columns at most."""
+    from tracescale.report.table import blocks_text
 
-    return to_string(blocks_renderable(compare_blocks(doc), _header(doc)), width)
+    return blocks_text(compare_blocks(doc), _header(doc), width, color)
 
 
 def compare_markdown(doc: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ COLLECTIVE_LABELS: dict[str, str] = {
     "reducescatter": "ReduceScatter",
     "broadcast": "Broadcast",
     "alltoall": "AllToAll",
-    "sendrecv": "Send/Recv",
+    "sendrecv": "SendRecv",
     "barrier": "Barrier",
     "other": "Other collectives",
 }
@@ -44,17 +44,19 @@ def num(value: Any) -> float | None:
 
 
 def secs(value: Any) -> str:
-    """Seconds as a readable duration: 1.23 s, 14.0 ms, 850 µs."""
+    """Seconds as a readable duration: 1.23 s, 14.0 ms, 850 µs, <1 µs."""
     v = num(value)
     if v is None:
         return DASH
     a = abs(v)
     if a >= 1.0:
         return f"{v:.3g} s" if a < 100 else f"{v:.0f} s"
-    if a >= 1e-3:
+    if a >= 0.9995e-3:
         return f"{v * 1e3:.1f} ms"
     if a == 0.0:
         return "0 ms"
+    if a < 0.5e-6:
+        return "<1 µs" if v > 0 else ">-1 µs"
     return f"{v * 1e6:.0f} µs"
 
 
@@ -79,11 +81,33 @@ def signed_pct(percent: Any) -> str:
 
 
 def times(value: Any) -> str:
-    """A speedup or ratio: 3.2x."""
+    """A speedup or ratio to three meaningful digits: 0.97x, 3.21x, 12.8x, 174x, 2,765x."""
     v = num(value)
     if v is None:
         return DASH
-    return f"{v:.2f}x" if v < 10 else f"{v:.1f}x"
+    a = abs(v)
+    if a < 9.995:
+        return f"{v:.2f}x"
+    if a < 99.95:
+        return f"{v:.1f}x"
+    return f"{v:,.0f}x"
+
+
+CAP_LIMIT = 1000.0
+
+
+def cap(share: Any) -> str:
+    """The speedup ceiling a serial share implies alone (1/share), or 'none' when negligible.
+
+    Above 1000x a ceiling is no ceiling for any job one would profile, and digits like
+    116092.4x only say the share is tiny, so they read as "none (>1,000x)".
+    """
+    v = num(share)
+    if v is None:
+        return DASH
+    if v <= 0 or 1.0 / v > CAP_LIMIT:
+        return f"none (>{CAP_LIMIT:,.0f}x)" if v > 0 else "none"
+    return times(1.0 / v)
 
 
 def fixed(value: Any, digits: int = 3) -> str:
@@ -106,15 +130,42 @@ def gpus(n: Any) -> str:
     return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
+def rate(bytes_per_s: Any) -> str:
+    """A bandwidth: 32.0 MB/s, 12.5 GB/s."""
+    v = num(bytes_per_s)
+    if v is None:
+        return DASH
+    for unit, scale in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.3g} B/s"
+
+
 def params(p: Any) -> str:
-    """Model parameters as 'a=1.2e-03, b=0.4'."""
+    """Model parameters in their units: 'a=3.1 ms, s=5.5 ms', 'alpha=163 µs, bandwidth=32 MB/s'.
+
+    Terms at exactly zero (not part of the chosen form) and absent values are left out; a
+    model whose terms are all zero shows its first one, so the cell is never empty.
+    """
     if not isinstance(p, dict):
         return DASH
-    out = []
+    shown: list[str] = []
+    zeros: list[str] = []
     for k, v in p.items():
         f = num(v)
-        out.append(f"{k}={f:.3g}" if f is not None else f"{k}={v}")
-    return ", ".join(out) if out else DASH
+        if f is None:
+            continue
+        name = str(k)
+        if name.endswith("bytes_per_s"):
+            text = f"{name.removesuffix('_bytes_per_s')}={rate(f)}"
+        elif name.endswith("_s") or name in ("a", "b", "c", "s"):
+            text = f"{name.removesuffix('_s')}={secs(f)}"
+        else:
+            text = f"{name}={f:.3g}"
+        (zeros if f == 0 else shown).append(text)
+    if not shown and zeros:
+        shown = zeros[:1]
+    return ", ".join(shown) if shown else DASH
 
 
 def cell(value: Any) -> str:

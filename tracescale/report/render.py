@@ -57,8 +57,12 @@ def _check(fmt: str) -> None:
         raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-def render(doc: dict[str, Any], fmt: str) -> str:
-    """An analyze (study) document in one of :data:`FORMATS`."""
+def render(doc: dict[str, Any], fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    """An analyze (study) document in one of :data:`FORMATS`.
+
+    ``width`` and ``color`` shape the terminal table only (default: the terminal's width,
+    or 100 columns off a terminal; no colour); the other formats do not depend on them.
+    """
     _check(fmt)
     if fmt == "json":
         return render_json(doc)
@@ -72,11 +76,13 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         return render_html(doc)
     from tracescale.report.table import render_table
 
-    return render_table(doc)
+    return render_table(doc, width, color)
 
 
-def render_compare(doc: dict[str, Any], fmt: str) -> str:
-    """A compare document in one of :data:`FORMATS`."""
+def render_compare(
+    doc: dict[str, Any], fmt: str, *, width: int | None = None, color: bool = False
+) -> str:
+    """A compare document in one of :data:`FORMATS` (``width``/``color`` as in :func:`render`)."""
     _check(fmt)
     if fmt == "json":
         return render_json(doc)
@@ -86,4 +92,4 @@ def render_compare(doc: dict[str, Any], fmt: str) -> str:
         return compare_markdown(doc)
     if fmt == "html":
         return compare_html(doc)
-    return compare_table(doc)
+    return compare_table(doc, width, color)

@@ -177,8 +177,7 @@ def serial_section(study: dict[str, Any]) -> Section:
     ordered = sorted(by_cat.items(), key=lambda kv: -(fmt.num(kv[1]) or 0.0))
     for c, f in ordered:
         v = fmt.num(f)
-        cap = fmt.times(1.0 / v) if v else "none"
-        sec.rows.append([fmt.label(c), fmt.pct(v), cap])
+        sec.rows.append([fmt.label(c), fmt.pct(v), fmt.cap(v)])
     total = fmt.num(sf.get("total"))
     sec.rows.append(
         [
@@ -207,7 +206,16 @@ def models_section(study: dict[str, Any]) -> Section | None:
         m = _d(m)
         sec.rows.append([fmt.label(c), fmt.cell(m.get("form")), fmt.params(m.get("params"))])
         sec.rows[-1].append(fmt.secs(m.get("rmse_s")))
+    sec.note = FORM_NOTE
+    if any("@" in str(_d(m).get("form")) for m in models.values()):
+        sec.note += " s@K: a late rank's delay, added from N=K on (s/N@K: shrinking with N)."
     return sec
+
+
+FORM_NOTE = (
+    "a: the part that does not shrink with N; b/N: the part that does; c*N, c*log2(N): "
+    "growth with N. Parameters are seconds per step at N=1."
+)
 
 
 def projection_rows(projections: list[Any]) -> list[list[str]]:
@@ -316,13 +324,32 @@ def step_stats_section(study: dict[str, Any]) -> Section | None:
 
 
 def overheads_section(study: dict[str, Any]) -> Section | None:
-    """Overhead terms o_c(N): their own sentences when the scaling stage wrote them."""
+    """Overhead terms o_c(N) as one row per source and one column per N (not one line each).
+
+    Entries with ``world_size``, ``source`` and ``seconds`` become that table, so a term that
+    is the same at every N reads once across a row; other shapes fall back to their text.
+    """
     value = _d(study.get("scaling")).get("overheads")
-    entries = _l(value)
-    if entries and all(isinstance(e, dict) and e.get("text") for e in entries):
-        items = [str(e["text"]) for e in entries]
-        return Section("overheads", "Overheads that grow with N", items=items)
-    return generic_section("overheads", "Overheads that grow with N", value)
+    entries = [e for e in _l(value) if isinstance(e, dict)]
+    title = "Overheads that grow with N (seconds per step each adds)"
+    if entries and all(
+        fmt.num(e.get("world_size")) is not None and e.get("source") is not None for e in entries
+    ):
+        sizes = sorted({int(fmt.num(e["world_size"]) or 0) for e in entries})
+        sources: list[str] = []
+        for e in entries:
+            if str(e["source"]) not in sources:
+                sources.append(str(e["source"]))
+        by = {(str(e["source"]), int(fmt.num(e["world_size"]) or 0)): e for e in entries}
+        sec = Section("overheads", title, ["Source", *[f"N={n}" for n in sizes]])
+        for src in sources:
+            cells = [fmt.secs(_d(by.get((src, n))).get("seconds")) for n in sizes]
+            name = fmt.label(src)
+            sec.rows.append([name[:1].upper() + name[1:], *cells])
+        return sec
+    if entries and all(e.get("text") for e in entries):
+        return Section("overheads", title, items=[str(e["text"]) for e in entries])
+    return generic_section("overheads", title, value)
 
 
 def study_block(study: dict[str, Any], index: int = 0, total: int = 1) -> Block:

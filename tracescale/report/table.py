@@ -1,63 +1,293 @@
-"""Terminal renderer (rich): the same sections as Markdown, drawn as boxed tables."""
+"""Terminal renderer: the same sections as Markdown, laid out for the terminal's width.
+
+No line is ever wider than the width and no table cell is ever wrapped: a table that does
+not fit first wraps its header words, then is split into several tables that repeat the row
+label, and only when even one value column cannot sit beside the label does each row become
+a small "header: value" record. Prose (findings, warnings, notes) wraps at the width with a
+hanging indent. Colour is optional and only ever added on top of the plain text.
+"""
 
 from __future__ import annotations
 
 import io
-from typing import Any
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
 
-from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console
 from rich.text import Text
 
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
 
+DEFAULT_WIDTH = 100  # files, pipes and notebooks: no terminal to ask
+MIN_WIDTH = 30
 
-def _section(sec: Section) -> RenderableType:
-    parts: list[RenderableType] = [Text(sec.title, style="bold cyan")]
-    if sec.items:
-        numbered = sec.key == "findings"
-        for i, item in enumerate(sec.items, 1):
-            bullet = f"{i}. " if numbered else "• "
-            style = "yellow" if sec.key == "warnings" else ""
-            parts.append(Text(f"  {bullet}{item}", style=style))
+_STYLE_TITLE = "bold cyan"
+_STYLE_HEAD = "bold"
+
+
+def terminal_width(stream: TextIO | None = None) -> int:
+    """The width to lay out for: $COLUMNS, else the terminal's, else :data:`DEFAULT_WIDTH`."""
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return max(int(env), MIN_WIDTH)
+    stream = stream if stream is not None else sys.stdout
+    try:
+        if stream.isatty():
+            return max(os.get_terminal_size(stream.fileno()).columns, MIN_WIDTH)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return DEFAULT_WIDTH
+
+
+def wants_color(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, never with $NO_COLOR (https://no-color.org) or TERM=dumb."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    stream = stream if stream is not None else sys.stdout
+    try:
+        return bool(stream.isatty())
+    except (ValueError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class _Cols:
+    """Column widths of one laid-out table and the header lines (headers may wrap by word)."""
+
+    widths: list[int]
+    header_lines: list[list[str]]
+
+
+def _wrap_header(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, break_long_words=False) or [""]
+
+
+def _fit_columns(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], budget: int, gap: int
+) -> _Cols | None:
+    """Widths so the table fits ``budget`` cells without wrapping a value, or None."""
+    n = len(headers)
+    value_w = [max((cell_len(r[i]) for r in rows if i < len(r)), default=0) for i in range(n)]
+    head_w = [cell_len(h) for h in headers]
+    word_w = [max((cell_len(w) for w in h.split()), default=0) for h in headers]
+    widths = [max(v, h) for v, h in zip(value_w, head_w, strict=True)]
+    total = sum(widths) + gap * (n - 1)
+    # Narrow the columns whose header is wider than their values, widest first, by wrapping
+    # the header at word boundaries (never narrower than its longest word or its values).
+    order = sorted(range(n), key=lambda i: widths[i] - max(value_w[i], word_w[i]), reverse=True)
+    for i in order:
+        if total <= budget:
+            break
+        floor = max(value_w[i], word_w[i], 1)
+        lines = _wrap_header(headers[i], max(floor, widths[i] - (total - budget)))
+        new = max(floor, *(cell_len(x) for x in lines))
+        total -= widths[i] - new
+        widths[i] = new
+    if total > budget:
+        return None
+    wrapped = [_wrap_header(h, w) for h, w in zip(headers, widths, strict=True)]
+    return _Cols(widths, wrapped)
+
+
+def _pad(text: str, width: int, left: bool) -> str:
+    space = " " * max(width - cell_len(text), 0)
+    return text + space if left else space + text
+
+
+def _table_lines(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], cols: _Cols, left_cols: int, gap: int
+) -> list[Text]:
+    sep = " " * gap
+    out: list[Text] = []
+    if any(headers):
+        depth = max(len(h) for h in cols.header_lines)
+        for k in range(depth):
+            cells = []
+            for i, (lines, w) in enumerate(zip(cols.header_lines, cols.widths, strict=True)):
+                # Headers sit on the line next to the rule, like the values they name.
+                at = k - (depth - len(lines))
+                cells.append(_pad(lines[at] if at >= 0 else "", w, i < left_cols))
+            out.append(Text(" " + sep.join(cells).rstrip(), style=_STYLE_HEAD))
+        out.append(Text(" " + "─" * (sum(cols.widths) + gap * (len(cols.widths) - 1))))
+    for row in rows:
+        cells = [
+            _pad(row[i] if i < len(row) else "", w, i < left_cols)
+            for i, w in enumerate(cols.widths)
+        ]
+        out.append(Text(" " + sep.join(cells).rstrip()))
+    return out
+
+
+def _split_columns(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    left_cols: int,
+    budget: int,
+    gap: int,
+) -> list[list[Text]] | None:
+    """Several tables repeating the label column(s), each taking as many value columns as fit."""
+    keep = 1 if left_cols < len(headers) else 0
+    if keep == 0 or len(headers) - keep < 2:
+        return None
+    rest = list(range(keep, len(headers)))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for i in rest:
+        trial = [*range(keep), *current, i]
+        if _fit(headers, rows, trial, budget, gap) is not None:
+            current.append(i)
+            continue
+        if not current:
+            return None
+        chunks.append(current)
+        current = [i]
+        if _fit(headers, rows, [*range(keep), i], budget, gap) is None:
+            return None
+    chunks.append(current)
+    tables = []
+    for chunk in chunks:
+        idx = [*range(keep), *chunk]
+        sub_h, sub_r = _take(headers, rows, idx)
+        cols = _fit_columns(sub_h, sub_r, budget, gap)
+        if cols is None:
+            return None
+        tables.append(_table_lines(sub_h, sub_r, cols, min(left_cols, keep), gap))
+    return tables
+
+
+def _take(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], idx: Sequence[int]
+) -> tuple[list[str], list[list[str]]]:
+    sub_h = [headers[i] for i in idx]
+    sub_r = [[r[i] if i < len(r) else "" for i in idx] for r in rows]
+    return sub_h, sub_r
+
+
+def _fit(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], idx: list[int], budget: int, gap: int
+) -> _Cols | None:
+    sub_h, sub_r = _take(headers, rows, idx)
+    return _fit_columns(sub_h, sub_r, budget, gap)
+
+
+def _records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[Text]:
+    """Each row as its label line and 'header  value' lines; long values wrap as prose."""
+    names = [h or "value" for h in headers[1:]]
+    name_w = min(max((cell_len(n) for n in names), default=0), max(width // 3, 8))
+    out: list[Text] = []
+    for row in rows:
+        out.append(Text(" " + (row[0] if row else ""), style=_STYLE_HEAD))
+        for name, value in zip(names, row[1:], strict=False):
+            lead = "   " + _pad(name, name_w, True) + "  "
+            if cell_len(lead) + 8 > width:
+                lead = "   "
+            for line in _wrap(value, width, lead, " " * cell_len(lead)):
+                out.append(Text(line))
+    return out
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    """Prose at ``width`` with a first-line prefix and a hanging indent (long words broken)."""
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+        break_long_words=True,
+    ) or [first.rstrip()]
+
+
+def table_lines(sec: Section, width: int) -> list[Text]:
+    """One section's table, laid out for ``width`` (whole, split, or as records)."""
+    headers = list(sec.headers) or [""] * max((len(r) for r in sec.rows), default=0)
+    rows = [list(r) for r in sec.rows]
+    gap = 3 if width >= 120 else 2
+    budget = width - 1  # one leading space
+    cols = _fit_columns(headers, rows, budget, gap)
+    if cols is not None:
+        return _table_lines(headers, rows, cols, sec.left_cols, gap)
+    split = _split_columns(headers, rows, sec.left_cols, budget, gap)
+    if split is not None:
+        out: list[Text] = []
+        for k, t in enumerate(split):
+            if k:
+                out.append(Text(""))
+            out.extend(t)
+        return out
+    return _records(headers, rows, width)
+
+
+def section_lines(sec: Section, width: int) -> list[Text]:
+    """Title, wrapped items, the table laid out for ``width``, the note."""
+    out = [Text(sec.title, style=_STYLE_TITLE)] if cell_len(sec.title) <= width else []
+    if not out:
+        out = [Text(x, style=_STYLE_TITLE) for x in _wrap(sec.title, width, "", "")]
+    numbered = sec.key == "findings"
+    item_style = "yellow" if sec.key == "warnings" else ""
+    for i, item in enumerate(sec.items, 1):
+        bullet = f"  {i}. " if numbered else "  • "
+        lines = _wrap(item, width, bullet, " " * cell_len(bullet))
+        for k, line in enumerate(lines):
+            t = Text(line, style=item_style)
+            if numbered and k == 0:
+                t.stylize("bold", 0, cell_len(bullet))
+            out.append(t)
     if sec.headers or sec.rows:
-        t = Table(box=box.SIMPLE_HEAD, show_header=any(sec.headers), pad_edge=False)
-        for i, h in enumerate(sec.headers):
-            t.add_column(h, justify="left" if i < sec.left_cols else "right", no_wrap=i == 0)
-        for row in sec.rows:
-            t.add_row(*row)
-        parts.append(t)
+        if sec.items:
+            out.append(Text(""))
+        out.extend(table_lines(sec, width))
     if sec.note:
-        parts.append(Text(sec.note, style="dim"))
-    parts.append(Text(""))
-    return Group(*parts)
+        out.append(Text(""))
+        out.extend(Text(x, style="dim") for x in _wrap(sec.note, width, "", ""))
+    out.append(Text(""))
+    return out
 
 
-def blocks_renderable(blocks: list[Block], header: str) -> RenderableType:
-    """All blocks as one rich renderable (for printing straight to a terminal console)."""
-    parts: list[RenderableType] = [Text(header, style="dim"), Text("")]
+def blocks_lines(blocks: list[Block], header: str, width: int) -> list[Text]:
+    """Every block's title, summary lines and sections as terminal lines."""
+    width = max(width, MIN_WIDTH)
+    out = [Text(x, style="dim") for x in _wrap(header, width, "", "")]
+    out.append(Text(""))
     for b in blocks:
-        parts.append(Text(b.title, style="bold"))
-        parts.extend(Text(line) for line in b.lines)
-        parts.append(Text(""))
-        parts.extend(_section(s) for s in b.sections)
-    return Group(*parts)
+        out.extend(Text(x, style="bold") for x in _wrap(b.title, width, "", "  "))
+        for line in b.lines:
+            out.extend(Text(x) for x in _wrap(line, width, "", "  "))
+        out.append(Text(""))
+        for s in b.sections:
+            out.extend(section_lines(s, width))
+    while out and not out[-1].plain:
+        out.pop()
+    return out
 
 
-def to_string(renderable: RenderableType, width: int = 120) -> str:
-    """Render without colour to plain text (files, pipes, tests)."""
+def lines_to_string(lines: list[Text], color: bool = False) -> str:
+    """Plain text, or the same text with ANSI colour codes for a terminal."""
+    if not color:
+        return "".join(t.plain.rstrip() + "\n" for t in lines)
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False)
-    console.print(renderable)
-    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+    console = Console(file=buf, force_terminal=True, color_system="standard", width=10_000)
+    for t in lines:
+        console.print(t, soft_wrap=True, crop=False)
+    return buf.getvalue()
 
 
-def table_renderable(doc: dict[str, Any]) -> RenderableType:
-    """The analyze document as a rich renderable."""
-    return blocks_renderable(document_blocks(doc), tool_line(doc))
+def blocks_text(
+    blocks: list[Block], header: str, width: int | None = None, color: bool = False
+) -> str:
+    """Blocks as terminal text at ``width`` (default: :func:`terminal_width`)."""
+    return lines_to_string(blocks_lines(blocks, header, width or terminal_width()), color)
 
 
-def render_table(doc: dict[str, Any], width: int = 120) -> str:
-    """The analyze document as plain terminal text."""
-    return to_string(table_renderable(doc), width)
+def render_table(doc: dict[str, Any], width: int | None = None, color: bool = False) -> str:
+    """The analyze document as terminal text, ``width`` columns at most."""
+    return blocks_text(document_blocks(doc), tool_line(doc), width, color)
