@@ -22,6 +22,7 @@ from tracescale.classify.run import build_run
 from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RunSpec, StudySpec, discover
+from tracescale.ingest.group import pooled_windows_note
 from tracescale.parallel import RankTask, TaskError, run_tasks
 from tracescale.scaling import analyze_scaling
 from tracescale.study import Study, make_document, run_to_dict
@@ -106,8 +107,9 @@ def _slice_text(steps: slice) -> str:
     return f"{start}:{stop}"
 
 
-def _check_duplicate_ranks(results: list[RankResult]) -> list[RankResult]:
-    """One rank twice in a folder: successive profiling windows are pooled, overlaps are errors."""
+def _check_duplicate_ranks(results: list[RankResult], notes: list[str]) -> list[RankResult]:
+    """One rank twice in a folder: successive profiling windows are pooled (with a note naming
+    every file and the gap), overlaps are errors."""
     by_rank: dict[int, list[RankResult]] = {}
     for r in results:
         by_rank.setdefault(r.rank, []).append(r)
@@ -131,6 +133,7 @@ def _check_duplicate_ranks(results: list[RankResult]) -> list[RankResult]:
                     path=os.path.dirname(p0),
                 )
         # Successive windows of one process (tb_plugin's worker0.<span> files): pool the steps.
+        notes.append(pooled_windows_note(rank, [(p, s, e) for s, e, p in spans]))
         out.extend(rs)
     return out
 
@@ -154,7 +157,7 @@ def _run_breakdown(
                 continue
             ok.append(_select_steps(res, steps))
         if ok:
-            groups.extend(_split_successive(_check_duplicate_ranks(ok)))
+            groups.extend(_split_successive(_check_duplicate_ranks(ok, notes)))
     if not groups:
         return None, notes
     return build_run(spec.world_size, groups, spec.paths, notes), []

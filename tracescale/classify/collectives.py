@@ -42,10 +42,11 @@ _DTYPE_BYTES = {
     "int16": 2,
 }
 _TYPE_PATTERNS = (
-    ("allreduce", re.compile(r"all_?reduce", re.I)),
+    ("allreduce", re.compile(r"all_?reduce|cross_device_reduce", re.I)),
     ("reducescatter", re.compile(r"reduce_?scatter", re.I)),
     ("allgather", re.compile(r"all_?gather", re.I)),
-    ("alltoall", re.compile(r"all_?to_?all", re.I)),
+    # DeepEP's expert-parallel dispatch/combine (and their notify steps) are all-to-alls.
+    ("alltoall", re.compile(r"all_?to_?all|deep_ep::\w+::\w*(?:dispatch|combine)", re.I)),
     ("broadcast", re.compile(r"broadcast|bcast", re.I)),
     ("barrier", re.compile(r"barrier", re.I)),
     ("sendrecv", re.compile(r"send|recv", re.I)),

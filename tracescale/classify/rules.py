@@ -15,6 +15,7 @@ from importlib import resources
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.classify.comm_kernels import BUILTIN_PATTERNS
 from tracescale.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -55,6 +56,12 @@ def _parse(text: str, origin: str) -> tuple[list[Rule], list[Rule]]:
         if not isinstance(entries, list):
             raise UsageError(f"[[{section}]] must be an array of tables", path=origin)
         for entry in entries:
+            if isinstance(entry, dict) and "builtin" in entry:
+                # A named pattern kept in Python (the communication-kernel families).
+                if str(entry["builtin"]) not in BUILTIN_PATTERNS:
+                    known = ", ".join(BUILTIN_PATTERNS)
+                    raise UsageError(f"unknown builtin {entry['builtin']!r} ({known})", path=origin)
+                entry = {**entry, "pattern": BUILTIN_PATTERNS[str(entry["builtin"])]}
             if not isinstance(entry, dict) or "pattern" not in entry or "target" not in entry:
                 raise UsageError(f"each [[{section}]] needs pattern and target", path=origin)
             target = str(entry["target"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -18,15 +17,16 @@ import click
 import numpy as np
 
 from tracescale.classify.collectives import collective_type
+from tracescale.classify.rules import DEVICE_TARGETS, RuleSet, classify_events, load_rules
 from tracescale.cli.settings import CONTEXT
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RankFile, RunSpec, StudySpec, discover
-from tracescale.ingest.group import load_group
+from tracescale.ingest.group import load_group, pooled_windows_note
 from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
 
-_DEVICE_COLL = re.compile(r"^(nccl|rccl|hccl)", re.I)  # NCCL/RCCL/HCCL kernels, by name
+_COMM = DEVICE_TARGETS.index("communication")
 
 
 def collective_kind(text: str) -> str:
@@ -43,9 +43,12 @@ def _count(trace: RankTrace, idx: np.ndarray[Any, Any]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def collectives(trace: RankTrace) -> dict[str, Any]:
+def collectives(trace: RankTrace, rules: RuleSet | None = None) -> dict[str, Any]:
     """Device collective kernels by type, and host collective ops by type.
 
+    Kernels are those the device rules call ``communication`` (the communication-kernel
+    families of ``classify/comm_kernels.py`` plus any ``--rules``), the same test classify uses;
+    ``gpu_user_annotation`` ranges such as ``nccl:all_reduce`` are not kernels and never count.
     Host ops come from one source only, the first present of ``nccl:*``/``gloo:*``
     annotations and ``c10d::*`` ops, so one collective is not counted twice (c10d enqueues,
     then the backend annotates). Sampled traces may hold the host op but not its kernel.
@@ -54,8 +57,9 @@ def collectives(trace: RankTrace) -> dict[str, Any]:
     out: dict[str, Any] = {"kernels": {}, "host": {}, "host_source": ""}
     if len(ev) == 0:
         return out
-    kern = trace.string_mask(lambda s: bool(_DEVICE_COLL.match(s)))
-    out["kernels"] = _count(trace, np.flatnonzero(ev.is_device & kern[ev.name]))
+    rule_set = rules if rules is not None else load_rules()
+    dev_t = classify_events(rule_set.device, DEVICE_TARGETS, trace.strings, ev.name, ev.cat)
+    out["kernels"] = _count(trace, np.flatnonzero(ev.is_device & (dev_t == _COMM)))
     host = ~ev.is_device
     for source, prefixes in (("nccl:*/gloo:*", ("nccl:", "gloo:")), ("c10d::*", ("c10d::",))):
         mask = trace.string_mask(_starts_with(prefixes))
@@ -76,8 +80,14 @@ def _colls_text(c: dict[str, Any]) -> str:
     return "; ".join(parts) or "none"
 
 
-def rank_summary(trace: RankTrace, rf: RankFile, world_size: int) -> dict[str, Any]:
-    """The inspect row of one rank (seconds, plain JSON types)."""
+def rank_summary(
+    trace: RankTrace,
+    rf: RankFile,
+    world_size: int,
+    rules: RuleSet | None = None,
+    files: list[str] | None = None,
+) -> dict[str, Any]:
+    """The inspect row of one rank (seconds, plain JSON types); ``files``: pooled windows."""
     ev = trace.events
     steps = find_steps(trace)
     lo, hi = trace.span_ns
@@ -91,6 +101,7 @@ def rank_summary(trace: RankTrace, rf: RankFile, world_size: int) -> dict[str, A
     durations = (steps.end - steps.start) / 1e9
     return {
         "file": trace.meta.path,
+        "files": files or [trace.meta.path],
         "size_bytes": trace.meta.size_bytes,
         "rank": rf.rank,
         "rank_from": rf.rank_from,
@@ -104,7 +115,7 @@ def rank_summary(trace: RankTrace, rf: RankFile, world_size: int) -> dict[str, A
         },
         "gpus": sorted(set(gpu.tolist())),
         "streams": len(set(zip(gpu.tolist(), stream.tolist(), strict=True))),
-        "collectives": collectives(trace),
+        "collectives": collectives(trace, rules),
         "warnings": warnings,
         "error": None,
     }
@@ -114,19 +125,31 @@ def _error_row(rf: RankFile, exc: InvalidTraceError) -> dict[str, Any]:
     return {"file": rf.path, "size_bytes": rf.size, "rank": rf.rank, "error": exc.message}
 
 
-def run_summary(run: RunSpec, memory_budget: int) -> dict[str, Any]:
+def run_summary(run: RunSpec, memory_budget: int, rules: RuleSet | None = None) -> dict[str, Any]:
     """Rows of every rank file of a run, bad files as error rows."""
     rows: list[dict[str, Any]] = []
     for group in run.groups:
         errors: dict[str, dict[str, Any]] = {}
+        pooled: dict[int, list[RankTrace]] = {}
 
         def on_error(rf: RankFile, exc: InvalidTraceError, errors: Any = errors) -> None:
             errors[rf.path] = _error_row(rf, exc)
 
-        traces = load_group(group, memory_budget=memory_budget, on_error=on_error)
+        def on_merge(rank: int, windows: list[RankTrace], pooled: Any = pooled) -> None:
+            pooled[rank] = windows
+
+        traces = load_group(
+            group, memory_budget=memory_budget, on_error=on_error, on_merge=on_merge
+        )
         by_path = {f.path: f for f in group.files}
         for trace in traces:  # a merged trace keeps its first window's path
-            rows.append(rank_summary(trace, by_path[trace.meta.path], run.world_size))
+            rf = by_path[trace.meta.path]
+            windows = pooled.get(rf.rank, [])
+            files = [w.meta.path for w in windows] or None
+            row = rank_summary(trace, rf, run.world_size, rules, files)
+            if windows:
+                row["warnings"].insert(0, pooled_windows_note(rf.rank, windows))
+            rows.append(row)
         rows.extend(errors.values())
     rows.sort(key=lambda r: (r["rank"], r["file"]))
     return {
@@ -138,16 +161,19 @@ def run_summary(run: RunSpec, memory_budget: int) -> dict[str, Any]:
     }
 
 
-def inspect_path(path: str, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> list[dict[str, Any]]:
+def inspect_path(
+    path: str, memory_budget: int = DEFAULT_MEMORY_BUDGET, rules: str | None = None
+) -> list[dict[str, Any]]:
     """The inspect document: one dict per study (the ``--format json`` output)."""
+    rule_set = load_rules(rules)
     out = []
     for study in discover(path):
-        out.append(_study_summary(study, memory_budget))
+        out.append(_study_summary(study, memory_budget, rule_set))
     return out
 
 
-def _study_summary(study: StudySpec, memory_budget: int) -> dict[str, Any]:
-    runs = [run_summary(r, memory_budget) for r in study.runs]
+def _study_summary(study: StudySpec, memory_budget: int, rules: RuleSet) -> dict[str, Any]:
+    runs = [run_summary(r, memory_budget, rules) for r in study.runs]
     return {"path": study.path, "runs": runs, "warnings": list(study.warnings)}
 
 
@@ -190,7 +216,7 @@ def render_table(doc: list[dict[str, Any]]) -> None:
                 table.add_column(col, overflow="fold")
             table.add_column("collectives", overflow="fold")
             for r in run["ranks"]:
-                name = escape(os.path.basename(r["file"]))
+                name = "\n".join(escape(os.path.basename(f)) for f in r.get("files", [r["file"]]))
                 if r.get("error"):
                     table.add_row(
                         str(r["rank"]), name, _fmt_size(r["size_bytes"]), "[red]error[/]",
@@ -229,15 +255,21 @@ def render_table(doc: list[dict[str, Any]]) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.option("--strict", is_flag=True, help="Exit 3 when any rank file is bad.")
 @click.option(
+    "--rules",
+    type=click.Path(),
+    default=None,
+    help="TOML file of name rules applied before the defaults (which kernels are collectives).",
+)
+@click.option(
     "--memory-budget",
     type=float,
     default=DEFAULT_MEMORY_BUDGET / 1e9,
     show_default=True,
     help="Largest decompressed trace to read, in GB.",
 )
-def inspect(path: str, fmt: str, strict: bool, memory_budget: float) -> None:
+def inspect(path: str, fmt: str, strict: bool, rules: str | None, memory_budget: float) -> None:
     """What the traces under PATH contain: ranks, steps, GPUs, collectives, warnings."""
-    doc = inspect_path(path, memory_budget=int(memory_budget * 1e9))
+    doc = inspect_path(path, memory_budget=int(memory_budget * 1e9), rules=rules)
     bad = _bad_files(doc)
     if not any(r.get("error") is None for s in doc for run in s["runs"] for r in run["ranks"]):
         first = next((r for s in doc for run in s["runs"] for r in run["ranks"]), None)

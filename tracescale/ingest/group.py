@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,26 @@ from tracescale.ingest.discover import RankFile, RunGroup
 from tracescale.ingest.trace import EventColumns, RankTrace, TraceMeta
 
 OnError = Callable[[RankFile, InvalidTraceError], None]
+#: Told the rank and its windows (sorted by start) whenever several files are merged into one.
+OnMerge = Callable[[int, list[RankTrace]], None]
+
+
+def pooled_windows_note(rank: int, windows: Sequence[Any]) -> str:
+    """The note for successive profiling windows pooled as one rank: every file and each gap.
+
+    ``windows``: :class:`RankTrace` objects (``meta.path``, ``span_ns``) or
+    ``(path, start_ns, end_ns)`` tuples, in any order. Pooling is right for one process profiled
+    twice (the steps of both windows are the same job), but the time between them was not
+    traced, so the user should know the span is not one stretch of training.
+    """
+    spans = sorted((w if isinstance(w, tuple) else (w.meta.path, *w.span_ns)) for w in windows)
+    spans = sorted(spans, key=lambda p: p[1])
+    files = ", ".join(os.path.basename(str(p)) for p, _, _ in spans)
+    gaps = [f"{(b[1] - a[2]) / 1e9:.3g} s" for a, b in itertools.pairwise(spans)]
+    return (
+        f"rank {rank}: {len(spans)} successive profiling windows pooled as one process: "
+        f"{files}; untraced gap{'s' if len(gaps) > 1 else ''} between them {', '.join(gaps)}"
+    )
 
 
 def load_group(
@@ -27,12 +48,13 @@ def load_group(
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     on_error: OnError | None = None,
+    on_merge: OnMerge | None = None,
 ) -> list[RankTrace]:
     """One trace per rank, sorted by rank; successive windows of a rank merged.
 
     A bad file raises :class:`InvalidTraceError`, or, with ``on_error``, is reported there and
     left out (a multi-file run is analyzed without it). Overlapping windows of one rank always
-    raise: which file is right cannot be guessed.
+    raise: which file is right cannot be guessed. ``on_merge`` hears of every merge.
     """
     by_rank: dict[int, list[RankTrace]] = {}
     for rf in group.files:
@@ -44,7 +66,12 @@ def load_group(
             on_error(rf, exc)
             continue
         by_rank.setdefault(rf.rank, []).append(trace)
-    return [merge_windows(by_rank[r], rank=r) for r in sorted(by_rank)]
+    merged = [merge_windows(by_rank[r], rank=r) for r in sorted(by_rank)]
+    if on_merge is not None:
+        for r in sorted(by_rank):
+            if len(by_rank[r]) > 1:
+                on_merge(r, check_windows(by_rank[r]))
+    return merged
 
 
 def check_windows(traces: list[RankTrace]) -> list[RankTrace]:
