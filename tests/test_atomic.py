@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tracescale.atomic import atomic_write_bytes, atomic_write_text, check_output_path
-from tracescale.errors import UsageError
+from tracescale.errors import OutputError, UsageError
 
 
 def test_writes_and_replaces(tmp_path):
@@ -17,8 +17,10 @@ def test_writes_and_replaces(tmp_path):
     assert p.read_bytes() == b"two" and os.listdir(tmp_path) == ["out.txt"]
 
 
-@pytest.mark.parametrize("exc", [KeyboardInterrupt, OSError])
-def test_interrupted_write_leaves_old_file_and_no_temp(tmp_path, monkeypatch, exc):
+@pytest.mark.parametrize(
+    ("exc", "raised"), [(KeyboardInterrupt, KeyboardInterrupt), (OSError, OutputError)]
+)
+def test_interrupted_write_leaves_old_file_and_no_temp(tmp_path, monkeypatch, exc, raised):
     p = tmp_path / "out.txt"
     p.write_text("old")
 
@@ -26,7 +28,7 @@ def test_interrupted_write_leaves_old_file_and_no_temp(tmp_path, monkeypatch, ex
         raise exc("interrupted")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(exc):
+    with pytest.raises(raised):
         atomic_write_text(p, "new")
     assert p.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
 

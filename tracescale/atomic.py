@@ -2,37 +2,83 @@
 
 Every file tracescale writes goes to a temporary file in the destination folder (same file
 system, so the rename is atomic) and is renamed into place; on any exception, Ctrl-C included,
-the temporary file is removed and an existing destination is left untouched.
+the temporary file is removed and an existing destination is left untouched. A new file gets
+``0666 & ~umask`` like any other program's output; a replaced file keeps its mode.
+
+``-o`` refuses, unless ``--force``, to replace an input, a trace (its JSON's top-level keys are
+parsed as a stream, wherever ``traceEvents`` sits, gzip or not), a symlink or anything that is
+not a regular file, and to write into a folder of input traces. With ``--force`` a symlink is
+followed (like a shell redirection: the link stays) and a FIFO or a device is written through
+(it cannot be renamed over).
+OS failures become :class:`OutputError` naming the path (exit code 5).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import gzip
 import os
+import stat
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from tracescale.errors import UsageError
+from tracescale.errors import OutputError, UsageError
 
-#: File names that look like trace inputs; ``-o`` refuses to replace them without ``--force``.
-_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json.gz", ".trace.json")
+#: File names that are trace inputs whatever they hold; ``-o`` refuses them without ``--force``.
+_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".trace.json", ".trace.json.gz")
+_SNIFF_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _os_message(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return "cannot write: the folder does not exist"
+    if exc.errno == errno.ENOSPC:
+        return "cannot write: no space left on device"
+    if exc.errno == errno.EROFS:
+        return "cannot write: read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "cannot write: permission denied"
+    return f"cannot write: {exc.strerror or exc}"
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary sibling file and ``os.replace``."""
+    """Write ``data`` to ``path`` via a temporary sibling file and ``os.replace``.
+
+    Raises :class:`OutputError` (naming ``path``) on any OS failure: missing folder, full disk,
+    read-only file system, permission.
+    """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        old_mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        old_mode = None
+    mode = old_mode if old_mode is not None else 0o666 & ~_umask()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputError(_os_message(exc), path=str(path)) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
+            os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:  # KeyboardInterrupt too: leave no partial file behind
+    except BaseException as exc:  # KeyboardInterrupt too: leave no partial file behind
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(_os_message(exc), path=str(path)) from exc
         raise
 
 
@@ -41,18 +87,59 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
     atomic_write_bytes(path, text.encode(encoding))
 
 
-def _looks_like_trace(path: Path) -> bool:
-    name = path.name.lower()
-    if name.endswith(_TRACE_SUFFIXES):
-        return True
-    if not path.is_file():
-        return False
+def write_through(path: str | os.PathLike[str], text: str) -> None:
+    """Write into an existing FIFO or device (``--force``): it cannot be replaced by a rename."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise OutputError(_os_message(exc), path=str(path)) from exc
+
+
+def _first_keys(stream: object) -> bool:
+    """Does this JSON stream look like a Kineto trace (top-level ``traceEvents``, or an array
+    of events with ``ph``)? Stops at the first answer; the rest of the file is never read."""
+    import ijson
+
+    events = ijson.parse(stream, use_float=True)
+    first = next(events, None)
+    if first is None:
         return False
-    return head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head
+    _, event, _ = first
+    if event == "start_map":
+        for prefix, event, value in events:
+            if prefix == "" and event == "map_key" and value == "traceEvents":
+                return True
+            if prefix == "" and event == "end_map":
+                return False
+        return False
+    if event == "start_array":
+        for prefix, event, value in events:
+            if prefix == "item" and event == "map_key" and value == "ph":
+                return True
+            if prefix in ("item", "") and event in ("end_map", "end_array"):
+                return False
+    return False
+
+
+def is_trace_file(fd: int) -> bool:
+    """Whether the open regular file ``fd`` holds a Kineto trace (plain or gzip JSON).
+
+    A gzip file that cannot be read is taken as a trace: without proof it is not one, it is
+    not replaced without ``--force``.
+    """
+    import ijson
+
+    with os.fdopen(os.dup(fd), "rb") as raw:
+        gz = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        try:
+            return _first_keys(gzip.GzipFile(fileobj=raw) if gz else raw)
+        except (ijson.JSONError, ValueError, EOFError, zlib.error, OSError, RecursionError):
+            if gz:
+                return True
+            raw.seek(0)
+            return b'"traceEvents"' in raw.read(1 << 20)
 
 
 def _input_folders(inputs: Iterable[str | os.PathLike[str]]) -> set[Path]:
@@ -67,24 +154,66 @@ def _input_folders(inputs: Iterable[str | os.PathLike[str]]) -> set[Path]:
     return folders
 
 
+def _existing_kind(target: Path) -> str | None:
+    """What is at ``target`` that -o must not replace silently (None: nothing or a plain
+    non-trace file)."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        message = f"cannot check the output: {exc.strerror or exc}"
+        raise OutputError(message, path=str(target)) from exc
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink"
+    if stat.S_ISDIR(st.st_mode):
+        return "directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "special"
+    if target.name.lower().endswith(_TRACE_SUFFIXES):
+        return "trace"
+    try:
+        fd = os.open(target, _SNIFF_OPEN)
+    except OSError:
+        return None  # unreadable: the write itself will say why if it fails
+    try:
+        return "trace" if is_trace_file(fd) else None
+    finally:
+        os.close(fd)
+
+
 def check_output_path(
     out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]], force: bool
 ) -> None:
-    """Raise :class:`UsageError` when ``out`` would replace a trace or land in an input folder.
+    """Raise :class:`UsageError` when ``out`` would replace something it must not.
 
-    ``force`` lifts both checks (the write itself stays atomic). Outputs into a folder that is
-    not an input's (or one of its sub-folders) are always allowed.
+    Refused without ``force``: an input file, an existing trace, a symlink, a FIFO, device or
+    socket, and a path in a folder of input traces. A directory is refused even with ``force``.
     """
+    target = Path(out)
+    kind = _existing_kind(target)
+    if kind == "directory":
+        raise UsageError("is a directory, not a file", path=str(out))
     if force:
         return
-    target = Path(out)
+    if kind == "symlink":
+        raise UsageError(
+            "refusing to write through a symlink (use --force to write to its target)",
+            path=str(out),
+        )
+    if kind == "special":
+        raise UsageError(
+            "refusing to write to something that is not a regular file (a FIFO or a device; "
+            "use --force to write through it)",
+            path=str(out),
+        )
     resolved = target.resolve()
     inputs = list(inputs)
     if any(resolved == Path(i).resolve() for i in inputs):
         raise UsageError(
             "refusing to write over an input file (use --force to overwrite)", path=str(out)
         )
-    if resolved.exists() and _looks_like_trace(resolved):
+    if kind == "trace":
         raise UsageError(
             "refusing to write over an existing trace file (use --force to overwrite)",
             path=str(out),
@@ -94,3 +223,17 @@ def check_output_path(
             "refusing to write into a folder of input traces (use --force, or another folder)",
             path=str(out),
         )
+
+
+def write_output(out: str, text: str) -> None:
+    """Write a report to ``out`` (after :func:`check_output_path`): atomically for a regular
+    path, to a symlink's target and through a FIFO or device when ``--force`` allowed them."""
+    real = os.path.realpath(out) if os.path.islink(out) else out
+    try:
+        special = not stat.S_ISREG(os.stat(real).st_mode)
+    except OSError:
+        special = False
+    if special:
+        write_through(real, text)
+    else:
+        atomic_write_text(real, text)

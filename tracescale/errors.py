@@ -1,7 +1,8 @@
 """One error root for the whole tool: every failure the user can cause carries its exit code.
 
 The CLI catches :class:`TracescaleError` and prints ``tracescale: error: FILE: what is wrong``
-on one line; anything else is a bug and gets a traceback only with ``--debug``.
+on one line; anything else is a bug: one line ``internal error`` and exit 70 (a traceback only
+with ``--debug``). Every code here is listed in the README's exit-code table.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ EXIT_REGRESSION = 1
 EXIT_USAGE = 2
 EXIT_INVALID_TRACE = 3
 EXIT_NO_TRACES = 4
+EXIT_OUTPUT = 5
+EXIT_INTERRUPTED = 130
+EXIT_INTERNAL = 70  # a bug in tracescale, never an expected failure (BSD EX_SOFTWARE)
 
 
 class TracescaleError(Exception):
@@ -43,3 +47,9 @@ class NoTracesError(TracescaleError):
     """A path holds no trace files at all."""
 
     exit_code = EXIT_NO_TRACES
+
+
+class OutputError(TracescaleError):
+    """An output could not be written: missing folder, full disk, read-only, permission."""
+
+    exit_code = EXIT_OUTPUT

@@ -19,7 +19,8 @@ from tracescale.cli.settings import CONTEXT
 
 
 @click.command(
-    epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data; 4 no traces found.",
+    epilog="Exit codes: 0 ok; 2 usage; 3 invalid trace data; 4 no traces found; "
+    "5 output not written.",
     context_settings=CONTEXT,
 )
 @click.argument("path", type=click.Path())

@@ -16,7 +16,7 @@ import click
 
 from tracescale import __version__
 from tracescale.cli.settings import HELP_OPTIONS
-from tracescale.errors import EXIT_USAGE, TracescaleError
+from tracescale.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TracescaleError
 
 _SUBCOMMANDS = {
     "inspect": "tracescale.cli.inspect",
@@ -28,7 +28,8 @@ _SUBCOMMANDS = {
 }
 
 EPILOG = """Exit codes: 0 ok; 1 regression found by compare --fail-on-regression;
-2 usage error; 3 invalid trace data; 4 no traces found."""
+2 usage error; 3 invalid input; 4 no traces found; 5 output not written (missing folder,
+full disk, read-only, permission); 70 internal error (a bug); 130 interrupted."""
 
 
 class _LazyGroup(click.Group):
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("tracescale: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("tracescale: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
             raise
@@ -122,4 +123,4 @@ def main(argv: list[str] | None = None) -> Any:
             f"tracescale: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
             err=True,
         )
-        sys.exit(70)
+        sys.exit(EXIT_INTERNAL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -73,10 +74,15 @@ def output_options(func: F) -> F:
             help="table (default), json, markdown or html; guessed from -o's extension.",
         ),
         click.option(
-            "--output", "-o", type=click.Path(dir_okay=False), help="Write the report here."
+            "--output",
+            "-o",
+            type=click.Path(dir_okay=False, allow_dash=True),
+            help="Write the report here ('-': standard output).",
         ),
         click.option(
-            "--force", is_flag=True, help="Allow -o to overwrite files next to the inputs."
+            "--force",
+            is_flag=True,
+            help="Let -o replace a trace, write beside the inputs, follow a symlink, fill a FIFO.",
         ),
     ]
     for opt in reversed(opts):
@@ -212,12 +218,20 @@ def show_progress(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
+_UNDECODABLE = re.compile("[\ud800-\udfff]")
+
+
 def emit(text: str, output: str | None, *, inputs: list[str], force: bool) -> None:
-    """Write to ``-o`` atomically (refusing to clobber traces), else to stdout."""
-    if output is None:
+    """Write to ``-o`` atomically (refusing to clobber traces), else (or ``-o -``) to stdout.
+
+    Bytes of a non-UTF-8 path (kept by Python as lone surrogates) become U+FFFD, so every
+    report is valid UTF-8.
+    """
+    text = _UNDECODABLE.sub("\ufffd", text)
+    if output is None or output == "-":
         click.echo(text, nl=not text.endswith("\n"))
         return
-    from tracescale.atomic import atomic_write_text, check_output_path
+    from tracescale.atomic import check_output_path, write_output
 
     check_output_path(output, inputs, force)
-    atomic_write_text(output, text if text.endswith("\n") else text + "\n")
+    write_output(output, text if text.endswith("\n") else text + "\n")
