@@ -56,10 +56,11 @@ def test_refuses_a_trace_whose_key_comes_late(tmp_path, capsys, study_json, gz):
     blob = gzip.compress(data, mtime=0) if gz else data
     target = tmp_path / ("rank-34.json.gz" if gz else "rank-34.json")
     target.write_bytes(blob)
-    code, err = _code_and_err(capsys, ["report", str(study_json), "-o", str(target)])
+    argv = ["report", str(study_json), "-o", str(target), "--format", "json"]
+    code, err = _code_and_err(capsys, argv)
     assert code == 2 and "existing trace file" in err and str(target) in err
     assert target.read_bytes() == blob
-    code, _ = _code_and_err(capsys, ["report", str(study_json), "-o", str(target), "--force"])
+    code, _ = _code_and_err(capsys, [*argv, "--force"])
     assert code == 0 and b"traceEvents" not in target.read_bytes()
 
 

@@ -14,6 +14,7 @@ Any deviation raises :class:`EntryError`, which the cache treats as a miss.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -29,7 +30,6 @@ from tracescale.classify.timeline import Segments
 MAGIC = b"TRACESCALE-RC-2\n"
 FORMAT_VERSION = 2
 _DIGEST = 32
-_FRAMES = ("steps", "collectives", "annotations", "range_totals")
 #: Column dtypes an entry may hold: numbers and booleans as arrays, strings as JSON lists.
 _ARRAY_DTYPES = frozenset(
     [
@@ -79,23 +79,45 @@ def _frame_schema(name: str, frame: pd.DataFrame, arrays: dict[str, Any]) -> dic
     return {"rows": len(frame), "columns": columns}
 
 
+def _plain(name: str, value: Any) -> dict[str, Any]:
+    """A non-frame field as a tagged JSON value (tags restore tuples and check types)."""
+    if value is None:
+        return {"type": "none"}
+    for tag, kind in (("bool", bool), ("int", int), ("float", float), ("str", str)):
+        if type(value) is kind:
+            return {"type": tag, "value": value}
+    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+        return {"type": "str_tuple", "value": list(value)}
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and type(v) in (int, float) for k, v in value.items()
+    ):
+        return {"type": "float_dict", "value": {k: float(v) for k, v in value.items()}}
+    raise EntryError(f"{name}: {type(value).__name__} is not cacheable")
+
+
 def encode(result: RankResult, key: dict[str, Any]) -> bytes:
-    """The entry bytes of ``result`` under ``key``; raises EntryError for uncacheable data."""
-    arrays: dict[str, Any] = {
-        "segments.start": np.ascontiguousarray(result.segments.start, dtype=np.int64),
-        "segments.cat": np.ascontiguousarray(result.segments.cat, dtype=np.int8),
-    }
-    frames = {name: _frame_schema(name, getattr(result, name), arrays) for name in _FRAMES}
+    """The entry bytes of ``result`` under ``key``; raises EntryError for uncacheable data.
+
+    Every field of :class:`RankResult` is stored by its value's kind (frame, timeline or plain
+    JSON), so a field added later is cached too, or refused, never silently dropped.
+    """
+    arrays: dict[str, Any] = {}
+    frames: dict[str, Any] = {}
+    plain: dict[str, Any] = {}
+    for f in dataclasses.fields(result):
+        value = getattr(result, f.name)
+        if isinstance(value, pd.DataFrame):
+            frames[f.name] = _frame_schema(f.name, value, arrays)
+        elif isinstance(value, Segments):
+            arrays[f.name + ".start"] = np.ascontiguousarray(value.start, dtype=np.int64)
+            arrays[f.name + ".cat"] = np.ascontiguousarray(value.cat, dtype=np.int8)
+            plain[f.name] = {"type": "segments", "value": int(value.stop)}
+        else:
+            plain[f.name] = _plain(f.name, value)
     header = {
         "format": FORMAT_VERSION,
         "key": key,
-        "path": result.path,
-        "rank": int(result.rank),
-        "world_size": None if result.world_size is None else int(result.world_size),
-        "kind": result.kind,
-        "segments_stop": int(result.segments.stop),
-        "comm_by_type": {str(k): float(v) for k, v in result.comm_by_type.items()},
-        "warnings": [str(w) for w in result.warnings],
+        "fields": plain,
         "frames": frames,
         "arrays": {
             k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sorted(arrays.items())
@@ -177,6 +199,28 @@ def _frame(schema: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]) -> p
     return pd.DataFrame(data, columns=names, index=pd.RangeIndex(rows))
 
 
+def _restore(name: str, spec: Any, arrays: dict[str, np.ndarray[Any, Any]]) -> Any:
+    tag = spec["type"]
+    value: Any = spec.get("value")
+    if tag == "none":
+        return None
+    if tag == "float" and type(value) in (int, float):
+        return float(value)
+    kinds: dict[str, type] = {"bool": bool, "int": int, "str": str}
+    if tag in kinds and type(value) is kinds[tag]:
+        return value
+    if tag == "str_tuple" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    if tag == "float_dict" and isinstance(value, dict):
+        return {str(k): float(v) for k, v in dict(value).items()}
+    if tag == "segments" and type(value) is int:
+        start, cat = arrays[name + ".start"], arrays[name + ".cat"]
+        if start.dtype != np.int64 or cat.dtype != np.int8 or start.shape != cat.shape:
+            raise EntryError(f"{name}: wrong dtypes or lengths")
+        return Segments(start=start, cat=cat, stop=value)
+    raise EntryError(f"{name}: bad value of type {tag!r}")
+
+
 def decode(blob: bytes, key: dict[str, Any]) -> RankResult:
     """The RankResult stored in ``blob`` if its header holds exactly ``key``."""
     header, payload = read_header(blob)
@@ -184,33 +228,14 @@ def decode(blob: bytes, key: dict[str, Any]) -> RankResult:
         raise EntryError("stale entry (key differs)")
     try:
         arrays = _arrays(header, payload)
-        frames = {name: _frame(header["frames"][name], arrays) for name in _FRAMES}
-        start, cat = arrays["segments.start"], arrays["segments.cat"]
-        if start.dtype != np.int64 or cat.dtype != np.int8 or start.shape != cat.shape:
-            raise EntryError("segments: wrong dtypes or lengths")
-        world = header["world_size"]
-        comm = header["comm_by_type"]
-        result = RankResult(
-            path=str(header["path"]),
-            rank=_int(header["rank"]),
-            world_size=None if world is None else _int(world),
-            kind=str(header["kind"]),
-            steps=frames["steps"],
-            collectives=frames["collectives"],
-            segments=Segments(start=start, cat=cat, stop=_int(header["segments_stop"])),
-            comm_by_type={str(k): float(v) for k, v in comm.items()},
-            warnings=tuple(str(w) for w in header["warnings"]),
-            annotations=frames["annotations"],
-            range_totals=frames["range_totals"],
-        )
+        frames, plain = header["frames"], header["fields"]
+        names = [f.name for f in dataclasses.fields(RankResult)]
+        if sorted(names) != sorted([*frames, *plain]):
+            raise EntryError("fields differ from this version's RankResult")
+        values = {n: _frame(frames[n], arrays) for n in frames}
+        values.update({n: _restore(n, plain[n], arrays) for n in plain})
+        return RankResult(**values)
     except EntryError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, zipfile.BadZipFile) as exc:
         raise EntryError(f"malformed entry: {type(exc).__name__}: {exc}") from exc
-    return result
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int:
-        raise EntryError(f"expected an integer, got {type(value).__name__}")
-    return value
