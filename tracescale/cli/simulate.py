@@ -1,7 +1,8 @@
-"""``tracescale simulate``: write a simulated GPU data-parallel study with its exact truth.
+"""``tracescale simulate``: write a simulated GPU training study with its exact truth.
 
 A thin layer over :func:`tracescale.simulate.simulate`; the help text is the model's
-documentation, so it is built from the parameter table itself.
+documentation, so it is built from the parameter table itself. Progress goes to stderr (a
+64-rank study takes a while), the summary line to stdout.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import click
 
 from tracescale.cli.settings import CONTEXT
 from tracescale.errors import UsageError
-from tracescale.simulate import make_params, parse_sets
+from tracescale.simulate import make_params, parse_sets, pattern_params
 from tracescale.simulate import simulate as run_simulation
 from tracescale.simulate.params import help_table
 
@@ -46,18 +47,51 @@ AllReduce size, so T(N) grows only by communication and waits.
 Jitter: seeded per step and rank; output is byte-identical for a seed.
 
 \b
+Training patterns (--pattern BASE[,MODIFIER...]; a modifier alone means ddp+it):
+any pattern other than plain ddp runs on an event-level scheduler with the
+dependency events real traces carry: cudaEventRecord / cudaStreamWaitEvent
+and GPU 'Stream Wait Event' with wait_on_stream and
+wait_on_cuda_event_record_corr_id, record_param_comms with In/Out msg
+nelems, NCCL kernels named by algorithm and protocol (RING/TREE,
+LL/LL128/SIMPLE by size), rank files named simnode{k}_{pid}... per node and
+deviceProperties listing the node's gpus_per_node GPUs. Steps 1, 3, 4, 6
+(optimizer), 7 as above; no zero_grad, host_work or rank-0 reduction.
+  ddp          bucketed gradient AllReduce during backward (as above)
+  fsdp         per layer: AllGather (In = shard = full/N, Out = full) before
+               its forward and again before its backward, the compute stream
+               waits for it, the next layer's AllGather is prefetched;
+               ReduceScatter of its gradients after its backward (In = full,
+               Out = shard); optimizer over the shard (opt_time/N)
+  tp           AllReduce of act_bytes activations after every layer's forward
+               and backward; the next layer waits for it; optimizer /N
+  grad_accum   collectives (ddp buckets, fsdp ReduceScatter) and the
+               optimizer only every accum_steps-th ProfilerStep
+  multinode    gpus_per_node ranks per host; a ring spanning nodes runs at
+               inter_alpha / inter_bandwidth (preset: 30 us, bandwidth/6);
+               older NCCL kernel names (ncclKernel_..._Sum_float)
+  launch_bound ~2000 small kernels (layers=286) at 6 us launch each, so the
+               GPU starves once kernels shrink below the launch rate
+  heavy_tail   per-rank, per-step lognormal data-loading delay (tail_median,
+               tail_sigma); the step waits for the slowest rank
+  comm_types   a tiny Broadcast of module buffers (bcast_bytes) before each
+               forward, bcast_alpha per hop, beside the gradient AllReduce
+Patterns' truth: per measured N the attribution of the traced schedule; at
+every N in world sizes and --truth-at the expected step time of the same
+schedule (noise-free; random delays averaged over replicas of all N ranks).
+
+\b
 Parameters (--set NAME=VALUE; times in seconds at N=1):
   name                   default unit     meaning
 """
 
 
-def _world_sizes(text: str) -> list[int]:
+def _world_sizes(text: str, option: str) -> list[int]:
     try:
         sizes = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UsageError(f"--world-sizes {text!r}: expected a comma list like 1,2,4,8") from None
+        raise UsageError(f"{option} {text!r}: expected a comma list like 1,2,4,8") from None
     if not sizes or min(sizes) < 1:
-        raise UsageError(f"--world-sizes {text!r}: world sizes must be >= 1")
+        raise UsageError(f"{option} {text!r}: world sizes must be >= 1")
     return sizes
 
 
@@ -67,7 +101,12 @@ def _world_sizes(text: str) -> list[int]:
     "--out", required=True, type=click.Path(file_okay=False), help="Study folder to write."
 )
 @click.option("--mode", type=click.Choice(["strong", "weak"]), default="strong", show_default=True)
-@click.option("--steps", type=int, default=5, show_default=True, help="Profiled steps per run.")
+@click.option(
+    "--steps",
+    type=int,
+    default=None,
+    help="Profiled steps per run [default: 5; grad_accum: 2 x accum_steps].",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Jitter seed.")
 @click.option(
     "--set",
@@ -79,21 +118,55 @@ def _world_sizes(text: str) -> list[int]:
 @click.option(
     "--jobs", type=int, default=1, show_default=True, help="Processes writing rank files."
 )
+@click.option(
+    "--pattern",
+    default="ddp",
+    show_default=True,
+    help="Training pattern: ddp|fsdp|tp plus grad_accum, multinode, launch_bound, heavy_tail, "
+    "comm_types, joined by ',' (see above).",
+)
+@click.option(
+    "--truth-at",
+    default="",
+    metavar="N,N,...",
+    help="Extra world sizes for the truth's step time and speedup (e.g. 16,32,64).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 def simulate(
     world_sizes: str,
     out: str,
     mode: str,
-    steps: int,
+    steps: int | None,
     seed: int,
     sets: tuple[str, ...],
     jobs: int,
+    pattern: str,
+    truth_at: str,
+    quiet: bool,
 ) -> None:
-    params = make_params(parse_sets(sets))
+    overrides = parse_sets(sets)
+    plain = pattern.strip().lower() == "ddp"
+    params = make_params(overrides) if plain else pattern_params(pattern, overrides)
+
+    def progress(line: str) -> None:
+        if not quiet:
+            click.echo(f"tracescale simulate: {line}", err=True)
+
     truth = run_simulation(
-        _world_sizes(world_sizes), out, mode=mode, steps=steps, seed=seed, params=params, jobs=jobs
+        _world_sizes(world_sizes, "--world-sizes"),
+        out,
+        mode=mode,
+        steps=steps,
+        seed=seed,
+        params=params,
+        jobs=jobs,
+        pattern=pattern,
+        truth_at=_world_sizes(truth_at, "--truth-at") if truth_at.strip() else [],
+        progress=progress,
     )
     sizes = truth["world_sizes"]
+    of = "" if truth["pattern"] == "ddp" else f" of {truth['pattern']}"
     click.echo(
-        f"wrote {sum(sizes)} rank traces for N={','.join(map(str, sizes))} ({mode}) "
+        f"wrote {sum(sizes)} rank traces{of} for N={','.join(map(str, sizes))} ({mode}) "
         f"and {out}/truth.json; serial fraction {truth['serial_fraction']:.3f}"
     )

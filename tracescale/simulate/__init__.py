@@ -1,13 +1,16 @@
-"""Parametric Kineto trace generator for data-parallel training, with an exact truth.json.
+"""Parametric Kineto trace generator for distributed training, with an exact truth.json.
 
 ``simulate(world_sizes, out)`` writes ``out/ws{N}/<one file per rank>`` and ``out/truth.json``.
-The model of one step, per rank, is documented in ``tracescale simulate --help`` and in
-:mod:`tracescale.simulate.schedule`; the truth semantics in docs/DESIGN.md.
+The default data-parallel step is :mod:`tracescale.simulate.schedule`; the training patterns
+(FSDP, tensor parallel, gradient accumulation, multi-node, launch-bound, heavy-tailed delays,
+per-type latencies) run on the event-level :mod:`tracescale.simulate.engine`. Both are
+documented in ``tracescale simulate --help``; the truth semantics in docs/DESIGN.md.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,8 @@ from tracescale.errors import UsageError
 from tracescale.simulate import attribution
 from tracescale.simulate.events import Emitter
 from tracescale.simulate.params import SimParams, make_params, parse_sets
+from tracescale.simulate.pattern_run import simulate_pattern
+from tracescale.simulate.programs import PRESETS, PatternSpec, parse_pattern
 from tracescale.simulate.schedule import T0_NS, Plan, StepShared, emit_rank, make_plan, run_steps
 from tracescale.simulate.truth import (
     build_truth,
@@ -34,10 +39,13 @@ from tracescale.simulate.writer import (
 )
 
 __all__ = [
+    "PatternSpec",
     "SimParams",
     "closed_form",
     "make_params",
+    "parse_pattern",
     "parse_sets",
+    "pattern_params",
     "simulate",
     "true_breakdown",
     "true_speedup",
@@ -56,23 +64,68 @@ def _write_rank(task: tuple[Plan, int, int, list[StepShared], Path, int]) -> Non
     write_trace(folder / file_name(rank), doc, level)
 
 
+def _report_files(progress: Callable[[str], None], n: int, done: int) -> None:
+    if n >= 8 and (done % 8 == 0 or done == n):
+        progress(f"  N={n}: wrote {done}/{n} rank files")
+
+
+def _quiet(_: str) -> None:
+    """The default progress sink: the library never prints."""
+
+
+def pattern_params(
+    pattern: str | PatternSpec, overrides: dict[str, float | int] | None = None
+) -> SimParams:
+    """The pattern's preset parameters with the user's ``overrides`` on top, validated."""
+    spec = _spec(pattern)
+    preset: dict[str, float | int] = {}
+    for modifier in sorted(spec.modifiers):
+        preset.update(PRESETS.get(modifier, {}))
+    merged = {**preset, **(overrides or {})}
+    if (
+        spec.has("multinode")
+        and "bandwidth" in merged
+        and "inter_bandwidth" not in (overrides or {})
+    ):
+        merged["inter_bandwidth"] = float(merged["bandwidth"]) / 6
+    return make_params(merged)
+
+
+def _spec(pattern: str | PatternSpec) -> PatternSpec:
+    if isinstance(pattern, PatternSpec):
+        return pattern
+    try:
+        return parse_pattern(pattern)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def simulate(
     world_sizes: list[int],
     out: str | Path,
     *,
     mode: str = "strong",
-    steps: int = 5,
+    steps: int | None = None,
     seed: int = 0,
     params: SimParams | None = None,
     compresslevel: int = 6,
     jobs: int = 1,
+    pattern: str | PatternSpec = "ddp",
+    truth_at: list[int] | None = None,
+    progress: Callable[[str], None] = _quiet,
 ) -> dict[str, Any]:
     """Write the study and its truth.json; returns the truth document.
 
-    ``jobs`` > 1 writes rank files in worker processes (same bytes: each rank is independent
-    once the shared collective times are known).
+    ``pattern`` "ddp" (alone) is the default data-parallel study; anything else runs on the
+    event-level engine (see :mod:`tracescale.simulate.programs`). ``steps`` defaults to 5, or
+    two optimizer cycles under ``grad_accum``. ``truth_at`` adds world sizes to the truth's
+    step time and speedup. ``jobs`` > 1 writes default-study rank files in worker processes
+    (same bytes). ``progress`` receives one line per stage (the CLI prints it on stderr).
     """
-    params = params or SimParams()
+    spec = _spec(pattern)
+    params = params or (SimParams() if spec.name == "ddp" else pattern_params(spec))
+    if steps is None:
+        steps = max(5, 2 * spec.cycle(params.accum_steps))
     if mode not in ("strong", "weak"):
         raise UsageError(f"--mode must be strong or weak, not {mode!r}")
     if steps < 1:
@@ -82,9 +135,18 @@ def simulate(
     sizes = sorted(set(world_sizes))
     if not sizes or sizes[0] < 1:
         raise UsageError("--world-sizes must be positive integers")
+    extra = sorted(set(truth_at or []))
+    if extra and extra[0] < 1:
+        raise UsageError("--truth-at must be positive integers")
     root = Path(out)
+    if spec.name != "ddp":
+        return simulate_pattern(
+            spec, sizes, root, params=params, mode=mode, steps=steps, seed=seed,
+            truth_at=extra, compresslevel=compresslevel, progress=progress,
+        )  # fmt: skip
     runs = {}
     for n in sizes:
+        progress(f"simulating ddp N={n} ({steps} steps)")
         plan = make_plan(params, n, mode)
         shared, records = run_steps(plan, seed, steps, list(range(n)))
         runs[n] = run_truth(attribution.resolve(records))
@@ -97,10 +159,13 @@ def simulate(
         tasks = [(plan, seed, rank, shared, folder, compresslevel) for rank in range(n)]
         if jobs > 1 and n > 1:
             with ProcessPoolExecutor(max_workers=min(jobs, n)) as pool:
-                list(pool.map(_write_rank, tasks))
+                for done, _ in enumerate(pool.map(_write_rank, tasks), 1):
+                    _report_files(progress, n, done)
         else:
-            for task in tasks:
+            for done, task in enumerate(tasks, 1):
                 _write_rank(task)
-    truth = build_truth(params, mode, seed, steps, sizes, runs)
+                _report_files(progress, n, done)
+    progress("truth")
+    truth = build_truth(params, mode, seed, steps, sizes, runs, extra)
     atomic_write(root / "truth.json", (json.dumps(truth, indent=1) + "\n").encode())
     return truth

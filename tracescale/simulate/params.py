@@ -44,6 +44,15 @@ class SimParams:
     straggler_factor: float = 1.5
     jitter: float = 0.01
     first_step: int = 10
+    gpus_per_node: int = 8
+    inter_alpha: float = 0.0
+    inter_bandwidth: float = 0.0
+    act_bytes: int = 16_777_216
+    accum_steps: int = 4
+    tail_median: float = 0.004
+    tail_sigma: float = 1.0
+    bcast_alpha: float = 300e-6
+    bcast_bytes: int = 4096
 
 
 #: name -> (unit, meaning); the order is the order ``--help`` lists them in.
@@ -73,6 +82,15 @@ PARAM_DOCS: dict[str, tuple[str, str]] = {
     "straggler_factor": ("x", "slowdown of the straggler's forward+backward kernels"),
     "jitter": ("fraction", "sd of the seeded per-step, per-rank multiplicative noise"),
     "first_step": ("count", "number of the first ProfilerStep#N in the traces"),
+    "gpus_per_node": ("count", "[patterns] ranks per host; rings past it cross nodes"),
+    "inter_alpha": ("s", "[patterns] per-hop latency across nodes; 0: same as alpha"),
+    "inter_bandwidth": ("B/s", "[patterns] bandwidth across nodes; 0: same as bandwidth"),
+    "act_bytes": ("B", "[tp] activation bytes AllReduced after each layer (constant in N)"),
+    "accum_steps": ("count", "[grad_accum] ProfilerSteps per optimizer step (K)"),
+    "tail_median": ("s", "[heavy_tail] median of the per-rank, per-step lognormal delay"),
+    "tail_sigma": ("", "[heavy_tail] sigma of the lognormal delay (heavier tail when larger)"),
+    "bcast_alpha": ("s", "[comm_types] per-hop latency of the buffer Broadcast"),
+    "bcast_bytes": ("B", "[comm_types] bytes of the buffer Broadcast each step"),
 }
 
 _FIELDS = {f.name: f for f in dataclasses.fields(SimParams)}
@@ -94,14 +112,21 @@ def _check(p: SimParams) -> None:
         "reduce_time",
         "barrier_latency",
         "jitter",
+        "inter_alpha",
+        "inter_bandwidth",
+        "tail_median",
+        "tail_sigma",
+        "bcast_alpha",
     )
     for name in nonneg:
         value = getattr(p, name)
         if not math.isfinite(value) or value < 0:
             raise UsageError(f"simulator parameter {name} must be a finite number >= 0")
-    for name in ("layers", "opt_kernels", "buckets"):
+    for name in ("layers", "opt_kernels", "buckets", "gpus_per_node", "accum_steps"):
         if getattr(p, name) < 1:
             raise UsageError(f"simulator parameter {name} must be >= 1")
+    if p.act_bytes < 4 or p.bcast_bytes < 4:
+        raise UsageError("act_bytes and bcast_bytes must be >= 4")
     if p.zero_grad_kernels < 0 or p.h2d_bytes < 0 or p.model_bytes < 4 * p.buckets:
         raise UsageError("zero_grad_kernels, h2d_bytes must be >= 0; model_bytes >= 4*buckets")
     if not (math.isfinite(p.launch_overhead) and p.launch_overhead >= 2e-9):

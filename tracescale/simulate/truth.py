@@ -133,10 +133,11 @@ def closed_form(params: SimParams, mode: str, n: int) -> dict[str, float]:
     return parts
 
 
-def speedup_targets(world_sizes: list[int]) -> list[int]:
-    """Simulated N, 2x/4x/8x/16x the largest, and 32, 64, 128, 1024."""
+def speedup_targets(world_sizes: list[int], extra: list[int] | None = None) -> list[int]:
+    """Simulated N, 2x/4x/8x/16x the largest, 32, 64, 128, 1024 and any ``extra``."""
     top = max(world_sizes)
-    return sorted(set(world_sizes) | {2 * top, 4 * top, 8 * top, 16 * top, 32, 64, 128, 1024})
+    fixed = {2 * top, 4 * top, 8 * top, 16 * top, 32, 64, 128, 1024}
+    return sorted(set(world_sizes) | fixed | set(extra or []))
 
 
 #: Weak scaling: each rank's data loading and copies serve its own shard, so they grow with the
@@ -214,16 +215,19 @@ def build_truth(
     steps: int,
     world_sizes: list[int],
     runs: dict[int, dict[str, Any]],
+    truth_at: list[int] | None = None,
 ) -> dict[str, Any]:
     """The whole truth.json document."""
     a, b = model_terms(params)
-    targets = speedup_targets(world_sizes)
+    targets = speedup_targets(world_sizes, truth_at)
     return {
+        "pattern": "ddp",
         "mode": mode,
         "params": params_dict(params),
         "seed": seed,
         "steps": steps,
         "world_sizes": world_sizes,
+        "truth_at": sorted(truth_at or []),
         "categories": list(CATEGORIES),
         "runs": {str(n): runs[n] for n in world_sizes},
         "serial_fraction": serial_fraction(params, mode),

@@ -26,31 +26,33 @@ def rank_pid(rank: int) -> int:
     return 41_000 + 17 * rank
 
 
-def file_name(rank: int) -> str:
+def file_name(rank: int, host: str = HOSTNAME) -> str:
     """tensorboard_trace_handler style: ``{host}_{pid}.{time_ns}.pt.trace.json.gz``."""
-    return f"{HOSTNAME}_{rank_pid(rank)}.{BASE_TIME_NS + 1_000_003 * (rank + 1)}.pt.trace.json.gz"
+    return f"{host}_{rank_pid(rank)}.{BASE_TIME_NS + 1_000_003 * (rank + 1)}.pt.trace.json.gz"
 
 
-def device_properties(device: int) -> list[dict[str, Any]]:
-    """One fake GPU (the rank's local device)."""
-    return [
-        {
-            "id": device,
-            "name": "NVIDIA A100-SXM4-80GB (simulated)",
-            "totalGlobalMem": 85_899_345_920,
-            "computeMajor": 8,
-            "computeMinor": 0,
-            "maxThreadsPerBlock": 1024,
-            "maxThreadsPerMultiprocessor": 2048,
-            "regsPerBlock": 65536,
-            "warpSize": 32,
-            "sharedMemPerBlock": 49152,
-            "numSms": 108,
-            "regsPerMultiprocessor": 65536,
-            "sharedMemPerBlockOptin": 166912,
-            "sharedMemPerMultiprocessor": 167936,
-        }
-    ]
+def device_properties(device: int, count: int = 0) -> list[dict[str, Any]]:
+    """The GPUs the rank's process sees: only its own (``count`` 0), else the node's ``count``."""
+    return [_device(d) for d in (range(count) if count else [device])]
+
+
+def _device(device: int) -> dict[str, Any]:
+    return {
+        "id": device,
+        "name": "NVIDIA A100-SXM4-80GB (simulated)",
+        "totalGlobalMem": 85_899_345_920,
+        "computeMajor": 8,
+        "computeMinor": 0,
+        "maxThreadsPerBlock": 1024,
+        "maxThreadsPerMultiprocessor": 2048,
+        "regsPerBlock": 65536,
+        "warpSize": 32,
+        "sharedMemPerBlock": 49152,
+        "numSms": 108,
+        "regsPerMultiprocessor": 65536,
+        "sharedMemPerBlockOptin": 166912,
+        "sharedMemPerMultiprocessor": 167936,
+    }
 
 
 def trace_document(
@@ -61,13 +63,19 @@ def trace_document(
     world_size: int,
     device: int,
     seed: int,
+    host: str = HOSTNAME,
+    node_gpus: int = 0,
+    nccl_version: str = "2.21.5",
 ) -> dict[str, Any]:
-    """The top-level trace object with the events in a seeded shuffled order."""
+    """The top-level trace object with the events in a seeded shuffled order.
+
+    ``node_gpus`` > 0 lists that many GPUs in ``deviceProperties`` (every GPU of the host).
+    """
     order = np.random.default_rng([seed, world_size, rank, 3]).permutation(len(events))
     shuffled = [events[i] for i in order.tolist()]
     return {
         "schemaVersion": 1,
-        "deviceProperties": device_properties(device),
+        "deviceProperties": device_properties(device, node_gpus),
         "distributedInfo": {
             "backend": "nccl",
             "rank": rank,
@@ -82,12 +90,12 @@ def trace_document(
                     "ranks": list(range(world_size)),
                 }
             ],
-            "nccl_version": "2.21.5",
+            "nccl_version": nccl_version,
         },
         "record_shapes": 0,
         "with_stack": 0,
         "traceEvents": shuffled + metadata,
-        "traceName": file_name(rank)[: -len(".gz")],
+        "traceName": file_name(rank, host)[: -len(".gz")],
         "displayTimeUnit": "ms",
         "baseTimeNanoseconds": BASE_TIME_NS,
     }

@@ -1,0 +1,317 @@
+"""Event-level SPMD scheduler of the pattern simulator: program calls in, per-rank timelines out.
+
+Every rank runs the same program (SPMD), so each program call advances *all* ranks at once:
+times are ``(replicas, ranks)`` integer-ns arrays. A replica is an independent copy of the job
+(its own random draws); the truth at large N averages many replicas in one vectorized pass
+instead of simulating thousands of steps. The host thread, the compute stream and the NCCL
+stream each have a cursor; a kernel starts when its stream is free and its launch returned; a
+stream wait holds a stream until the recorded event's work ended; a collective's transfer
+starts when the last rank of the group reached it (the late rank is remembered for
+attribution). With ``record=True`` (one replica) every call also keeps a trace-event template
+and the intervals the truth's attribution needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracescale.simulate import comm_model
+from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM
+from tracescale.simulate.params import SimParams
+from tracescale.simulate.schedule import D2H_NS, ITEM_TAIL_NS, SYNC_RETURN_NS, StepRecord
+
+Times = np.ndarray  # int64, shape (replicas, ranks)
+EVENT_CALL_NS = 2_000  # host cost of cudaEventRecord / cudaStreamWaitEvent
+CBID = {
+    "cudaLaunchKernel": 211,
+    "cudaMemcpyAsync": 41,
+    "cudaStreamSynchronize": 131,
+    "cudaEventRecord": 135,
+    "cudaStreamWaitEvent": 147,
+}
+
+
+@dataclass(frozen=True)
+class Template:
+    """One trace event for every rank: times per rank, everything else shared."""
+
+    cat: str
+    name: str
+    gpu: bool
+    stream: int
+    start: np.ndarray  # (ranks,) ns
+    end: np.ndarray
+    args: dict[str, Any]
+
+
+@dataclass
+class StepIntervals:
+    """One step's intervals for all ranks, kept for the attribution (recording only)."""
+
+    start: np.ndarray
+    compute: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    memcpy: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    comm: list[tuple[np.ndarray, int, int, int]] = field(default_factory=list)
+    labels: list[tuple[np.ndarray, np.ndarray, str]] = field(default_factory=list)
+    first_gpu: np.ndarray | None = None
+    sync_return: np.ndarray | None = None
+
+
+class Engine:
+    """Cursors of all ranks (and replicas) plus the optional event recording."""
+
+    def __init__(
+        self,
+        params: SimParams,
+        n: int,
+        div: float,
+        replicas: int,
+        rng: np.random.Generator,
+        record: bool,
+        legacy_nccl: bool = False,
+    ) -> None:
+        self.p, self.n, self.div, self.rng = params, n, div, rng
+        self.record = record and replicas == 1
+        self.legacy_nccl = legacy_nccl
+        shape = (replicas, n)
+        self.h = np.zeros(shape, np.int64)
+        self.free = {s: np.zeros(shape, np.int64) for s in (COMPUTE_STREAM, COMM_STREAM)}
+        self.launch = round(params.launch_overhead * 1e9)
+        self.events: list[Template] = []
+        self.records: dict[int, list[StepRecord]] = {r: [] for r in range(n)} if record else {}
+        self.durations: list[np.ndarray] = []  # per step: (replicas, ranks) ns
+        self.seq = 0
+        self._ext = 1
+        self._corr = 100_000
+        self._step: StepIntervals | None = None
+
+    # ---------------------------------------------------------------- random draws
+    def jitter(self) -> np.ndarray:
+        """Per-rank multiplicative noise (replicas, ranks); ones when jitter is off."""
+        if self.p.jitter == 0:
+            return np.ones(self.h.shape)
+        z = self.rng.standard_normal(self.h.shape)
+        return 1 + self.p.jitter * np.clip(z, -3, 3)
+
+    def shared_jitter(self) -> np.ndarray:
+        """One factor per replica (a transfer is one event for the whole group)."""
+        if self.p.jitter == 0:
+            return np.ones((self.h.shape[0], 1))
+        z = self.rng.standard_normal((self.h.shape[0], 1))
+        return 1 + self.p.jitter * np.clip(z, -3, 3)
+
+    def parallel(self, seconds: float) -> float:
+        """Work that the job divides over the ranks (strong scaling) or keeps (weak)."""
+        return seconds / self.div
+
+    # ---------------------------------------------------------------- low-level emission
+    def _ext_id(self) -> int:
+        self._ext += 1
+        return self._ext
+
+    def _corr_id(self) -> int:
+        self._corr += 1
+        return self._corr
+
+    def _host_event(self, cat: str, name: str, a: Times, b: Times, **args: Any) -> int:
+        if not self.record:
+            return 0
+        ext = self._ext_id()
+        full = {"External id": ext, "Record function id": ext, **args}
+        self.events.append(Template(cat, name, False, 0, a[0].copy(), b[0].copy(), full))
+        return ext
+
+    def _runtime(self, name: str, a: Times, b: Times, ext: int) -> int:
+        if not self.record:
+            return 0
+        corr = self._corr_id()
+        args = {"External id": ext, "cbid": CBID.get(name, 0), "correlation": corr}
+        self.events.append(Template("cuda_runtime", name, False, 0, a[0].copy(), b[0].copy(), args))
+        return corr
+
+    def _gpu_event(
+        self, cat: str, name: str, stream: int, a: Times, b: Times, ext: int, corr: int, **args: Any
+    ) -> None:
+        if self.record:
+            full = {"External id": ext, "queued": 0, "context": 1, "stream": stream,
+                    "correlation": corr, **args}  # fmt: skip
+            self.events.append(Template(cat, name, True, stream, a[0].copy(), b[0].copy(), full))
+
+    def _gpu_busy(self, kind: str, a: Times, b: Times) -> None:
+        st = self._step
+        if st is None:
+            return
+        st.first_gpu = a.copy() if st.first_gpu is None else st.first_gpu
+        if self.record:
+            (st.compute if kind == "kernel" else st.memcpy).append((a[0].copy(), b[0].copy()))
+
+    # ---------------------------------------------------------------- program calls
+    def host(
+        self, cat: str, name: str, dur: Times, label: str = "", ops: tuple[str, ...] = ()
+    ) -> None:
+        """Host work of ``dur`` ns on the main thread (an annotation with cpu_ops inside)."""
+        a = self.h
+        b = a + dur
+        self._host_event(cat, name, a, b)
+        for i, op in enumerate(ops):
+            lo = a + (b - a) * i // len(ops)
+            hi = a + (b - a) * (i + 1) // len(ops)
+            self._host_event("cpu_op", op, lo, hi)
+        if label and self._step is not None and self.record:
+            self._step.labels.append((a[0].copy(), b[0].copy(), label))
+        self.h = b
+
+    def annotate(self, cat: str, name: str, a: Times) -> None:
+        """An annotation from ``a`` to the host cursor (emitted after its contents)."""
+        self._host_event(cat, name, a, self.h)
+
+    def _launch_host(self, ops: tuple[str, ...], runtime: str) -> tuple[int, int, Times]:
+        c, h = self.launch, self.h
+        ext = 0
+        for depth, name in enumerate(ops):
+            ext = self._host_event("cpu_op", name, h + depth * (c // 16), h + c - depth * (c // 16))
+        launch_end = h + (c - c // 4)
+        corr = self._runtime(runtime, launch_end - c // 3, launch_end, ext)
+        self.h = h + c
+        return ext, corr, launch_end
+
+    def kernel(
+        self,
+        ops: tuple[str, ...],
+        name: str,
+        dur: Times | int,
+        stream: int = COMPUTE_STREAM,
+        cat: str = "kernel",
+        **args: Any,
+    ) -> Times:
+        """Launch one kernel (or memcpy) from the host; returns its end on the GPU."""
+        runtime = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+        ext, corr, launch_end = self._launch_host(ops, runtime)
+        start: Times = np.maximum(self.free[stream], launch_end)
+        end: Times = start + dur
+        self.free[stream] = end
+        self._gpu_event(cat, name, stream, start, end, ext, corr, **args)
+        self._gpu_busy(cat, start, end)
+        return end
+
+    def event_record(self, stream: int) -> tuple[Times, int]:
+        """cudaEventRecord on ``stream``: the event completes when its queued work ends."""
+        a = self.h
+        corr = self._runtime("cudaEventRecord", a, a + EVENT_CALL_NS, 0)
+        self.h = a + EVENT_CALL_NS
+        return self.free[stream].copy(), corr
+
+    def stream_wait(self, stream: int, token: tuple[Times, int], on_stream: int) -> None:
+        """cudaStreamWaitEvent: ``stream`` runs nothing new before the event completed.
+
+        Written like Kineto with cuda sync events on: the runtime call on the host and a
+        ``Stream Wait Event`` on the waiting stream naming the producer stream and the
+        correlation id of the ``cudaEventRecord`` call.
+        """
+        done, record_corr = token
+        a = self.h
+        call_end = a + EVENT_CALL_NS
+        corr = self._runtime("cudaStreamWaitEvent", a, call_end, 0)
+        self.h = call_end
+        start = np.maximum(self.free[stream], call_end)
+        end = np.maximum(start, done)
+        self.free[stream] = end
+        self._gpu_event("cuda_sync", "Stream Wait Event", stream, start, end, 0, corr,
+                        cuda_sync_kind="Stream Wait Event", wait_on_stream=on_stream,
+                        wait_on_cuda_event_record_corr_id=record_corr,
+                        wait_on_cuda_event_id=record_corr % 4096)  # fmt: skip
+
+    def collective(self, coll: str, in_nelems: int, out_nelems: int, full_bytes: int) -> Times:
+        """One NCCL collective over the world on the NCCL stream; returns its end per rank."""
+        p, n, c, h = self.p, self.n, self.launch, self.h
+        self.seq += 1
+        args: dict[str, Any] = {
+            "Collective name": coll if coll != "allgather" else "_allgather_base",
+            "In msg nelems": in_nelems,
+            "Out msg nelems": out_nelems,
+            "Group size": n,
+            "dtype": "Float",
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Process Group Name": "0",
+            "Process Group Description": "default_pg",
+            "Process Group Ranks": str(list(range(n))),
+            "Seq": self.seq,
+        }
+        if coll == "reduce_scatter":
+            args["Collective name"] = "_reduce_scatter_base"
+        self._host_event("user_annotation", comm_model.ANNOTATIONS[coll], h, h + c)
+        ext = self._host_event("cpu_op", "record_param_comms", h + c // 16, h + c - c // 16, **args)
+        launch_end = h + (c - c // 4)
+        corr = self._runtime("cudaLaunchKernel", launch_end - c // 3, launch_end, ext)
+        self.h = h + c
+        ready = np.maximum(self.free[COMM_STREAM], launch_end)
+        xfer = ready.max(axis=1, keepdims=True)
+        late = ready.argmax(axis=1)
+        seconds = comm_model.transfer_seconds(p, n, coll, full_bytes)
+        dur = np.rint(seconds * 1e9 * self.shared_jitter()).astype(np.int64)
+        end = np.broadcast_to(xfer + dur, ready.shape).copy()
+        self.free[COMM_STREAM] = end
+        name = comm_model.kernel_name(coll, full_bytes, self.legacy_nccl)
+        self._gpu_event("kernel", name, COMM_STREAM, ready, end, ext, corr,
+                        grid=[8, 1, 1], block=[544, 1, 1], **args)  # fmt: skip
+        if self.record and self._step is not None:
+            self._step.comm.append((ready[0].copy(), int(xfer[0, 0]), int(end[0, 0]), int(late[0])))
+        return end
+
+    def item_sync(self) -> None:
+        """loss.item(): D2H copy, cudaStreamSynchronize until the compute stream drains."""
+        c, h = self.launch, self.h
+        launch_end = h + c // 8 + c // 3
+        d2h = np.maximum(self.free[COMPUTE_STREAM], launch_end)
+        drain = d2h + D2H_NS
+        sync_start = launch_end + c // 8
+        ret = np.maximum(drain, sync_start) + SYNC_RETURN_NS
+        item_end = ret + ITEM_TAIL_NS
+        self._host_event("cpu_op", "aten::item", h, item_end)
+        ext = self._host_event("cpu_op", "aten::_local_scalar_dense", h + c // 16,
+                               item_end - ITEM_TAIL_NS // 2)  # fmt: skip
+        corr = self._runtime("cudaMemcpyAsync", launch_end - c // 3, launch_end, ext)
+        self._gpu_event("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", COMPUTE_STREAM, d2h,
+                        drain, ext, corr, bytes=4)  # fmt: skip
+        self._runtime("cudaStreamSynchronize", sync_start, ret, ext)
+        self._gpu_busy("gpu_memcpy", d2h, drain)
+        st = self._step
+        if st is not None:
+            if self.record:
+                st.labels.append((h[0].copy(), item_end[0].copy(), "sync_call"))
+            st.sync_return = item_end.copy()
+        self.free[COMPUTE_STREAM] = drain
+        self.h = item_end
+
+    # ---------------------------------------------------------------- steps
+    def begin_step(self) -> None:
+        self._step = StepIntervals(start=self.h.copy())
+
+    def end_step(self, number: int) -> None:
+        """Close ProfilerStep#number on every rank; keep durations and attribution input."""
+        st = self._step
+        assert st is not None, "end_step without begin_step"
+        self._host_event("user_annotation", f"ProfilerStep#{number}", st.start, self.h)
+        self.durations.append(self.h - st.start)
+        if self.record:
+            for r in range(self.n):
+                self.records[r].append(_rank_record(st, r, number, int(self.h[0, r])))
+        self._step = None
+
+
+def _rank_record(st: StepIntervals, r: int, number: int, end: int) -> StepRecord:
+    """One rank's :class:`StepRecord` (the attribution's input) from the step's intervals."""
+    rec = StepRecord(rank=r, step=number, start=int(st.start[0, r]), end=end)
+    for a, b in st.compute:
+        if b[r] > a[r]:
+            rec.add_compute(int(a[r]), int(b[r]))
+    rec.memcpy = [(int(a[r]), int(b[r])) for a, b in st.memcpy if b[r] > a[r]]
+    rec.comm = [(int(a[r]), x, e, late) for a, x, e, late in st.comm]
+    rec.labels = [(int(a[r]), int(b[r]), lab, -1, -1) for a, b, lab in st.labels if b[r] > a[r]]
+    rec.first_gpu = int(st.first_gpu[0, r]) if st.first_gpu is not None else end
+    rec.sync_return = int(st.sync_return[0, r]) if st.sync_return is not None else -1
+    return rec

@@ -1,0 +1,183 @@
+"""Pattern studies: (pattern, params, world sizes) in, rank traces and truth.json out.
+
+The truth comes from the engine's own schedule only. Per measured N: the attribution of the
+traced schedule (jitter included), as for the default study. At any N (measured or a
+projection target): the expected step time of the noise-free schedule, simulated with every
+rank and averaged over many independent replicas when ranks draw random delays, so that the
+expected slowest rank (E[max of N draws]) is what the truth holds. Replicas start aligned at a
+cycle boundary (one optimizer step), where every rank has left the same ``loss.item()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracescale.categories import CATEGORIES
+from tracescale.simulate import attribution, programs
+from tracescale.simulate.engine import Engine, Template
+from tracescale.simulate.events import Emitter, Event
+from tracescale.simulate.params import SimParams, params_dict
+from tracescale.simulate.programs import PatternSpec
+from tracescale.simulate.schedule import T0_NS
+from tracescale.simulate.truth import run_truth
+from tracescale.simulate.writer import (
+    atomic_write,
+    file_name,
+    rank_pid,
+    trace_document,
+    write_trace,
+)
+
+Progress = Callable[[str], None]
+#: ranks x replicas simulated at once for the expectation over random delays
+DRAWS = 200_000
+MIN_REPLICAS = 64
+
+
+def host_of(params: SimParams, rank: int) -> str:
+    return f"simnode{rank // params.gpus_per_node}"
+
+
+def run(
+    spec: PatternSpec,
+    params: SimParams,
+    n: int,
+    mode: str,
+    steps: int,
+    seed: int,
+    *,
+    record: bool,
+    replicas: int = 1,
+    div: float | None = None,
+) -> Engine:
+    """Simulate ``steps`` ProfilerSteps of ``n`` ranks (x ``replicas``) from aligned starts."""
+    if div is None:
+        div = float(n) if mode == "strong" else 1.0
+    rng = np.random.default_rng([seed, n, 11])
+    e = Engine(params, n, div, replicas, rng, record, legacy_nccl=spec.has("multinode"))
+    for k in range(steps):
+        programs.step(e, spec, k, params.first_step)
+    return e
+
+
+def expected_step(
+    spec: PatternSpec, params: SimParams, mode: str, n: int, seed: int, div: float | None = None
+) -> tuple[float, int]:
+    """Noise-free expected step time (s) at ``n`` over one cycle; returns (seconds, replicas)."""
+    quiet = dataclasses.replace(params, jitter=0.0)
+    random = spec.has("heavy_tail") and quiet.tail_median > 0
+    replicas = max(MIN_REPLICAS, DRAWS // n) if random else 1
+    cycle = spec.cycle(quiet.accum_steps)
+    e = run(spec, quiet, n, mode, cycle, seed + 1_000_003, record=False, replicas=replicas,
+            div=div)  # fmt: skip
+    per_step = np.stack(e.durations)  # (cycle, replicas, ranks)
+    return float(per_step.mean()) * 1e-9, replicas
+
+
+def _rank_events(
+    templates: list[Template], ts: list[float], dur: list[float], r: int, pid: int, device: int
+) -> list[Event]:
+    """Rank ``r``'s events from the shared templates and its own µs times."""
+    out: list[Event] = []
+    for t, a, d in zip(templates, ts, dur, strict=True):
+        if t.gpu:
+            if t.cat != "cuda_sync" and d <= 0:
+                continue
+            out.append({"ph": "X", "cat": t.cat, "name": t.name, "pid": device, "tid": t.stream,
+                        "ts": a, "dur": d, "args": {**t.args, "device": device}})  # fmt: skip
+        else:
+            out.append({"ph": "X", "cat": t.cat, "name": t.name, "pid": pid, "tid": pid,
+                        "ts": a, "dur": d, "args": t.args})  # fmt: skip
+    return out
+
+
+def write_run(
+    e: Engine, params: SimParams, folder: Path, seed: int, level: int, progress: Progress
+) -> None:
+    """One gzip Kineto file per rank, named ``simnode{k}_{pid}...`` after the rank's node."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {file_name(r, host_of(params, r)) for r in range(e.n)}
+    for old in folder.glob("sim*.pt.trace.json.gz"):
+        if old.name not in names:
+            old.unlink()
+    gpn = params.gpus_per_node
+    starts = np.stack([t.start for t in e.events])  # (events, ranks) ns from the first step
+    ends = np.stack([t.end for t in e.events])
+    ts_us = (starts + T0_NS) / 1000  # exact: integer ns < 2**53, one correctly rounded division
+    dur_us = (ends - starts) / 1000
+    for r in range(e.n):
+        device, pid = r % gpn, rank_pid(r)
+        events = _rank_events(e.events, ts_us[:, r].tolist(), dur_us[:, r].tolist(), r, pid, device)
+        meta = Emitter(rank=r, pid=pid, device=device, enabled=True).metadata(T0_NS)
+        host = host_of(params, r)
+        doc = trace_document(events, meta, rank=r, world_size=e.n, device=device, seed=seed,
+                             host=host, node_gpus=gpn,
+                             nccl_version="2.17.1" if e.legacy_nccl else "2.21.5")  # fmt: skip
+        write_trace(folder / file_name(r, host), doc, level)
+        if e.n >= 8 and (r + 1) % 8 == 0:
+            progress(f"  N={e.n}: wrote {r + 1}/{e.n} rank files")
+
+
+def simulate_pattern(
+    spec: PatternSpec,
+    world_sizes: list[int],
+    out: Path,
+    *,
+    params: SimParams,
+    mode: str,
+    steps: int,
+    seed: int,
+    truth_at: list[int],
+    compresslevel: int,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Write ``out/ws{N}/`` for every N and ``out/truth.json``; returns the truth document."""
+    runs: dict[int, dict[str, Any]] = {}
+    for n in world_sizes:
+        progress(f"simulating {spec.name} N={n} ({steps} steps)")
+        e = run(spec, params, n, mode, steps, seed, record=True)
+        runs[n] = run_truth(attribution.resolve(e.records))
+        write_run(e, params, out / f"ws{n}", seed, compresslevel, progress)
+    expected: dict[int, float] = {}
+    replicas: dict[int, int] = {}
+    for n in sorted(set(world_sizes) | set(truth_at) | {1}):
+        progress(f"truth of {spec.name} at N={n}")
+        expected[n], replicas[n] = expected_step(spec, params, mode, n, seed)
+    t_inf, _ = expected_step(spec, params, mode, 1, seed, div=math.inf)
+    t1 = expected[1]
+
+    def speedup(n: int) -> float:
+        ratio = t1 / expected[n]
+        return ratio * n if mode == "weak" else ratio
+
+    truth = {
+        "pattern": spec.name,
+        "mode": mode,
+        "params": params_dict(params),
+        "seed": seed,
+        "steps": steps,
+        "world_sizes": world_sizes,
+        "truth_at": sorted(truth_at),
+        "categories": list(CATEGORIES),
+        "gpus_per_node": params.gpus_per_node,
+        "runs": {str(n): runs[n] for n in world_sizes},
+        "serial_fraction": t_inf / t1,
+        "model": {
+            "form": "expected ProfilerStep time of the noise-free event schedule over one cycle "
+            "of steps, every rank simulated; random per-rank delays averaged over replicas",
+            "cycle_steps": spec.cycle(params.accum_steps),
+            "step_time": {str(n): expected[n] for n in sorted(expected)},
+            "replicas": {str(n): replicas[n] for n in sorted(replicas)},
+            "step_time_infinite_n": t_inf,
+        },
+        "speedup": {str(n): speedup(n) for n in sorted(expected)},
+    }
+    atomic_write(out / "truth.json", (json.dumps(truth, indent=1) + "\n").encode())
+    return truth
