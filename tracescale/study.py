@@ -39,6 +39,7 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
     breakdown = {c: float(per_rank_means[c].mean()) for c in CATEGORIES}
     step_times = steps.groupby("step", sort=True)["duration"].mean().to_numpy()
     rank_extra = steps.groupby("rank")[["overlapped_communication", "communication_wait"]].mean()
+    hta = _hta_shares(run)
     return {
         "world_size": run.world_size,
         "ranks": list(run.ranks),
@@ -61,6 +62,7 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
                 "step_time_s": float(row[0]),
                 "breakdown_s": {c: float(v) for c, v in zip(CATEGORIES, row[1:], strict=False)},
                 "communication_wait_s": float(wait),
+                **hta.get(int(rank), {}),
             }
             for rank, row, wait in zip(
                 per_rank_means.index.tolist(),
@@ -77,6 +79,23 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
         "top_ops": run_top_ops(run.ops, breakdown),
         "warnings": list(run.warnings),
     }
+
+
+def _hta_shares(run: RunBreakdown) -> dict[int, dict[str, Any]]:
+    """Per rank: HTA-compatible ``gpu_idle_pct`` and ``comm_comp_overlap_pct`` (GPU runs) and
+    the interval measures they come from (``gpu_time_s``; see classify/gpu_metrics.py)."""
+    out: dict[int, dict[str, Any]] = {}
+    for row in run.gpu_metrics.itertuples(index=False):
+        out[int(row.rank)] = {
+            "gpu_idle_pct": _pct(row.gpu_idle_pct),
+            "comm_comp_overlap_pct": _pct(row.comm_comp_overlap_pct),
+            "gpu_time_s": row.totals.seconds(),
+        }
+    return out
+
+
+def _pct(x: Any) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def rows_frame(run_doc: dict[str, Any]) -> pd.DataFrame:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.collectives import collective_instances, type_layers
+from tracescale.classify.gpu_metrics import GPU_STEP_COLUMNS, gpu_step_measures
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
 from tracescale.classify.timeline import (
     BOOL,
@@ -26,7 +27,7 @@ from tracescale.classify.timeline import (
     merge_runs,
 )
 from tracescale.classify.top_ops import rank_op_seconds
-from tracescale.ingest.steps import StepWindows, find_steps, launch_times
+from tracescale.ingest.steps import StepWindows, find_steps, launch_step, launch_times
 from tracescale.ingest.trace import RankTrace
 
 _HOST_T = (*HOST_TARGETS, "compute")
@@ -43,7 +44,9 @@ class RankResult:
     rank: int
     world_size: int | None
     kind: str  # "gpu" or "cpu"
-    steps: pd.DataFrame  # classify.result.STEP_COLUMNS (communication_wait filled by the run)
+    #: classify.result.STEP_COLUMNS (communication_wait filled by the run), plus
+    #: gpu_metrics.GPU_STEP_COLUMNS on GPU ranks (dropped when the run is built)
+    steps: pd.DataFrame
     collectives: pd.DataFrame  # start_ns/end_ns absolute, see collectives.py
     segments: Segments
     comm_by_type: dict[str, float]  # exposed seconds summed over steps, per collective type
@@ -115,6 +118,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         replicated_host = _inside_annotation(trace, main, _REPLICATED_PREFIX)
         add("replicated", main & cat_is_op & replicated_host)
     launched = launch_times(trace)  # once: collectives and hideable compute both need it
+    gpu_work = np.flatnonzero(ev.is_device & np.isin(dev_t, [0, 1, 2]) & (kind == "gpu"))
     coll = collective_instances(trace, dev_t, host_t, on_comm_thread, win, kind, launched)
     tl = type_layers(trace, coll, main & (host_t == 3), lo, hi)
 
@@ -164,6 +168,12 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     length = (seg_e - seg_s).astype(np.float64) / 1e9
     rank_id = rank if rank is not None else (trace.meta.rank if trace.meta.rank is not None else 0)
     steps = _step_table(win, seg_s, seg_e, seg_cat, step_idx, in_step, length, cov, kind, rank_id)
+    if len(gpu_work):  # HTA-compatible GPU measures per step, beside the step table
+        step_of = launch_step(trace, win.host_start, win.host_end, launched)[gpu_work]
+        ends = ev.start[gpu_work] + ev.dur[gpu_work]
+        gpu = gpu_step_measures(ev.start[gpu_work], ends, dev_t[gpu_work], step_of, win.numbers)
+        for col in GPU_STEP_COLUMNS:
+            steps[col] = gpu[col].to_numpy()
     segs = merge_runs(seg_s[in_step], seg_e[in_step], seg_cat[in_step])
     ops = rank_op_seconds(
         trace, masks, kind, seg_s, seg_cat, length, step_idx, in_step, win.numbers

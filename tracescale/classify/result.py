@@ -69,6 +69,9 @@ class RunBreakdown:
     #: Top contributors: category, name, seconds (mean per step per rank), step_sd, steps
     #: (see classify.top_ops.run_op_table).
     ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: HTA-compatible shares per rank (classify/gpu_metrics.py): ``rank``, ``gpu_idle_pct``,
+    #: ``comm_comp_overlap_pct`` (percent; None where undefined); empty for CPU runs.
+    gpu_metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def mean_breakdown(self) -> dict[str, float]:
         """Mean seconds per step over ranks and steps, per category (sums to mean duration)."""

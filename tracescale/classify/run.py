@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
+from tracescale.classify.gpu_metrics import GpuTotals, per_rank_frame, rank_gpu_totals
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
 from tracescale.classify.single_rank import apply_single_rank
@@ -126,6 +127,7 @@ def build_run(
     nsteps = 0
     kinds = set()
     op_tables: list[pd.DataFrame] = []
+    gpu_rows: list[tuple[int, GpuTotals]] = []
     for raw_group in groups:
         group, found = apply_single_rank(raw_group)
         notes.extend(found)
@@ -135,6 +137,9 @@ def build_run(
         for r in group:
             kinds.add(r.kind)
             notes.extend(f"{r.path}: {m}" for m in r.warnings)
+            totals = rank_gpu_totals(r.steps)
+            if totals is not None:
+                gpu_rows.append((r.rank, totals))
             steps = r.steps.copy()
             steps["communication_wait"] = [
                 waits.get((r.rank, int(k)), 0.0) for k in steps["step"].tolist()
@@ -183,4 +188,5 @@ def build_run(
         kind="gpu" if "gpu" in kinds else "cpu",
         warnings=tuple(dict.fromkeys(notes)),
         ops=run_op_table(op_tables, nsteps),
+        gpu_metrics=per_rank_frame(gpu_rows),
     )

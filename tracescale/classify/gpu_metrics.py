@@ -1,0 +1,201 @@
+"""HTA-compatible GPU metrics per rank: GPU idle share and communication/computation overlap.
+
+In: one rank's device events with their device class (compute, memcpy, communication) and the
+step that launched each; out: per-step interval measures in integer ns (columns
+:data:`GPU_STEP_COLUMNS`, carried beside the step table) that add up over whatever steps the
+user analyzes, and :func:`rank_gpu_metrics`, which turns the kept steps into the two shares.
+
+Definitions (those of Holistic Trace Analysis, at nanosecond precision):
+
+- ``gpu_idle_pct``: over the span from the start of the first to the end of the last GPU event
+  launched in the analyzed steps, the share of time no kernel, memcpy or memset runs on any
+  stream of the rank (HTA ``get_temporal_breakdown`` ``idle_time_pctg``). GPU-side waits
+  (``Stream Wait Event``, ``cuda_sync``) and ``gpu_user_annotation`` ranges are not GPU work.
+- ``comm_comp_overlap_pct``: the share of communication-kernel time (union over streams) during
+  which a compute kernel also runs (HTA ``get_comm_comp_overlap``); None without communication.
+
+These answer "how busy was the GPU", not "why was it idle": tracescale's categories explain the
+idle time by what the host was doing, and move a rank's wait for a late peer to the late rank's
+cause. An event belongs to the step whose host window launched it (HTA keeps kernels by their
+launching CPU op, too), so work that runs past a step boundary stays with its step.
+
+Measures of unions do not simply add over steps when a step's kernels still run while the next
+step's start; the table therefore also holds each step's measures taken together with the
+previous step (``pair_*``), and the sum over a run of consecutive steps is corrected by
+``pair - previous - own`` for every adjacent pair (exact unless three steps' kernels overlap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, astuple, dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+I64 = npt.NDArray[np.int64]
+
+#: Per-step columns (ns) added to a rank's step table by classify; see the module docstring.
+GPU_STEP_COLUMNS: tuple[str, ...] = (
+    "gpu_prev_step",  # the previous step number in the trace (-1 for the first)
+    "gpu_first_ns",  # start of the step's first GPU event (-1 when it launched none)
+    "gpu_last_ns",  # end of its last GPU event (-1 when none)
+    "gpu_busy_ns",  # union of its kernels, memcpys and memsets
+    "gpu_compute_ns",  # union of its compute kernels
+    "gpu_comm_ns",  # union of its communication kernels
+    "gpu_overlap_ns",  # communication union intersected with the compute union
+    "gpu_pair_busy_ns",  # the same four measures over this step's and the previous step's events
+    "gpu_pair_compute_ns",
+    "gpu_pair_comm_ns",
+    "gpu_pair_overlap_ns",
+    "gpu_compute_sum_ns",  # plain sums of durations per kernel type (HTA's kernel breakdown)
+    "gpu_memory_sum_ns",
+    "gpu_comm_sum_ns",
+)
+_MEASURES = ("busy", "compute", "comm", "overlap")
+_SUMS = (("compute", 0), ("memory", 1), ("comm", 2))
+
+#: Device classes (indices of ``rules.DEVICE_TARGETS``) that count as GPU work.
+COMPUTE, MEMCPY, COMM = 0, 1, 2
+
+
+def union_ns(start: I64, end: I64) -> int:
+    """Total length of the union of intervals ``[start, end)`` (ns)."""
+    if start.shape[0] == 0:
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    # An interval opens a new merged block when it starts after everything before it ended.
+    new = np.ones(s.shape[0], dtype=np.bool_)
+    new[1:] = s[1:] > reach[:-1]
+    block = np.cumsum(new) - 1
+    block_start = s[new]
+    block_end = np.zeros(block_start.shape[0], dtype=np.int64)
+    np.maximum.at(block_end, block, e)
+    return int((block_end - block_start).sum())
+
+
+def _measures(start: I64, end: I64, cls: npt.NDArray[np.int8]) -> tuple[int, int, int, int]:
+    """(busy, compute, comm, overlap) ns of one set of GPU events."""
+    busy = union_ns(start, end)
+    c, p = cls == COMM, cls == COMPUTE
+    comm = union_ns(start[c], end[c])
+    compute = union_ns(start[p], end[p])
+    both = union_ns(start[c | p], end[c | p])
+    return busy, compute, comm, comm + compute - both
+
+
+def gpu_step_measures(
+    start: I64,
+    end: I64,
+    cls: npt.NDArray[np.int8],
+    step_of: I64,
+    numbers: I64,
+) -> pd.DataFrame:
+    """:data:`GPU_STEP_COLUMNS` for each step (one row per entry of ``numbers``, in order).
+
+    ``start``/``end``/``cls``/``step_of``: the GPU work events (class compute, memcpy or
+    communication) and the index of the step that launched each (-1: outside every step).
+    """
+    n = numbers.shape[0]
+    cols = {c: np.full(n, -1 if c in ("gpu_first_ns", "gpu_last_ns") else 0, dtype=np.int64)
+            for c in GPU_STEP_COLUMNS}  # fmt: skip
+    cols["gpu_prev_step"] = np.concatenate([[-1], numbers[:-1]]).astype(np.int64)
+    keep = step_of >= 0
+    start, end, cls, step_of = start[keep], end[keep], cls[keep], step_of[keep]
+    order = np.argsort(step_of, kind="stable")
+    start, end, cls, step_of = start[order], end[order], cls[order], step_of[order]
+    bounds = np.searchsorted(step_of, np.arange(n + 1), side="left")
+    for k in range(n):
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        if b > a:
+            cols["gpu_first_ns"][k] = int(start[a:b].min())
+            cols["gpu_last_ns"][k] = int(end[a:b].max())
+        own = _measures(start[a:b], end[a:b], cls[a:b])
+        lo = int(bounds[k - 1]) if k > 0 else a
+        pair = _measures(start[lo:b], end[lo:b], cls[lo:b])
+        for name, v in zip(_MEASURES, own, strict=True):
+            cols[f"gpu_{name}_ns"][k] = v
+        for name, v in zip(_MEASURES, pair, strict=True):
+            cols[f"gpu_pair_{name}_ns"][k] = v
+        dur = end[a:b] - start[a:b]
+        for name, c in _SUMS:
+            cols[f"gpu_{name}_sum_ns"][k] = int(dur[cls[a:b] == c].sum())
+    return pd.DataFrame(cols)
+
+
+@dataclass(frozen=True)
+class GpuTotals:
+    """Interval measures (ns) of one rank over its analyzed steps; they add over executions.
+
+    ``*_sum_ns`` are plain sums of event durations per kernel type (overlaps counted twice).
+    """
+
+    span_ns: int
+    busy_ns: int
+    compute_ns: int
+    comm_ns: int
+    overlap_ns: int
+    compute_sum_ns: int = 0
+    memory_sum_ns: int = 0
+    comm_sum_ns: int = 0
+
+    def __add__(self, other: GpuTotals) -> GpuTotals:
+        return GpuTotals(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def seconds(self) -> dict[str, float]:
+        """The measures in seconds, keyed without the ``_ns`` suffix (the study JSON's form)."""
+        return {k.removesuffix("_ns"): v / 1e9 for k, v in asdict(self).items()}
+
+    @property
+    def idle_pct(self) -> float | None:
+        """HTA's idle share, or None when the rank ran no GPU work."""
+        if self.span_ns <= 0:
+            return None
+        return 100.0 * (self.span_ns - self.busy_ns) / self.span_ns
+
+    @property
+    def overlap_pct(self) -> float | None:
+        """HTA's communication/computation overlap, or None without communication kernels."""
+        if self.comm_ns <= 0:
+            return None
+        return 100.0 * self.overlap_ns / self.comm_ns
+
+
+def rank_gpu_totals(steps: pd.DataFrame) -> GpuTotals | None:
+    """The measures of the steps in ``steps`` (a rank's kept step rows), or None without them."""
+    if "gpu_busy_ns" not in steps.columns or steps.empty:
+        return None
+    kept = set(steps["step"].astype("int64").tolist())
+    has = steps["gpu_first_ns"] >= 0
+    if not has.any():
+        return GpuTotals(0, 0, 0, 0, 0)
+    span = int(steps.loc[has, "gpu_last_ns"].max()) - int(steps.loc[has, "gpu_first_ns"].min())
+    own = {m: steps[f"gpu_{m}_ns"].astype("int64") for m in _MEASURES}
+    by_step = {
+        m: dict(zip(steps["step"].tolist(), v.tolist(), strict=True)) for m, v in own.items()
+    }
+    totals = {m: int(v.sum()) for m, v in own.items()}
+    for row in steps.itertuples(index=False):
+        prev = int(row.gpu_prev_step)
+        if prev < 0 or prev not in kept:
+            continue
+        for m in _MEASURES:
+            pair = int(getattr(row, f"gpu_pair_{m}_ns"))
+            totals[m] += pair - by_step[m][prev] - by_step[m][int(row.step)]
+    sums = [int(steps[f"gpu_{name}_sum_ns"].sum()) for name, _ in _SUMS]
+    return GpuTotals(span, *(totals[m] for m in _MEASURES), *sums)
+
+
+def per_rank_frame(rows: Sequence[tuple[int, GpuTotals]]) -> pd.DataFrame:
+    """One row per rank (executions of the same rank summed): ``rank``, ``gpu_idle_pct``,
+    ``comm_comp_overlap_pct`` (percent, None where undefined) and ``totals`` (GpuTotals)."""
+    by_rank: dict[int, GpuTotals] = {}
+    for rank, totals in rows:
+        by_rank[rank] = by_rank[rank] + totals if rank in by_rank else totals
+    return pd.DataFrame(
+        [(r, t.idle_pct, t.overlap_pct, t) for r, t in sorted(by_rank.items())],
+        columns=["rank", "gpu_idle_pct", "comm_comp_overlap_pct", "totals"],
+    )
