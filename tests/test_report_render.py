@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from tracescale.errors import UsageError
-from tracescale.findings import document_findings, top_findings
 from tracescale.report import guess_format, render
 from tracescale.report.schemas import validate
 
@@ -160,33 +159,3 @@ def test_html_stays_under_5mb_with_1024_ranks(strong: dict[str, Any]) -> None:
         f"/very/long/path/to/traces/host{i}/rank{i}.pt.trace.json.gz" for i in range(1024)
     ]
     assert len(render(strong, "html").encode()) < 5 * 1024 * 1024
-
-
-def test_findings_name_the_biggest_causes_with_numbers(strong: dict[str, Any]) -> None:
-    found = top_findings(strong["studies"][0])
-    assert len(found) == 3
-    assert found[0]["category"] == "dataloader"
-    assert found[0]["text"] == (
-        "Data loading takes 43% of the step at 8 GPUs and does not shrink with more GPUs: "
-        "alone it caps the speedup at 5.9x"
-    )
-    assert found[1]["category"] == "communication"
-    assert found[1]["text"].startswith(
-        "AllReduce is 70% overlapped at 8 GPUs; the exposed part grows"
-    )
-    assert "13.0 ms per step at 64 GPUs" in found[1]["text"]
-    assert all(set(f) == {"text", "category", "value"} for f in found)
-    assert document_findings(strong) == [found]
-
-
-def test_findings_flag_an_optimum_and_a_straggler(strong: dict[str, Any]) -> None:
-    st = strong["studies"][0]
-    st["scaling"]["optimal_world_size"] = 48
-    texts = [f["text"] for f in top_findings(st, limit=6)]
-    assert any("Step time is lowest at 48 GPUs" in t for t in texts)
-    assert any(t.startswith("Rank 3 is 10% slower than the average rank at 8 GPUs") for t in texts)
-
-
-def test_findings_on_empty_study() -> None:
-    assert top_findings({}) == []
-    assert top_findings({"runs": [{"world_size": 1}]}) == []

@@ -20,6 +20,7 @@ import pandas as pd
 from tracescale import __version__, frames
 from tracescale.categories import CATEGORIES
 from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
+from tracescale.classify.stragglers import find_stragglers
 from tracescale.classify.top_ops import run_top_ops
 from tracescale.errors import InvalidTraceError, UsageError
 
@@ -76,7 +77,8 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
             "columns": _ROW_COLUMNS,
             "data": [[_f(v) for v in row] for row in steps[_ROW_COLUMNS].to_numpy().tolist()],
         },
-        "top_ops": run_top_ops(run.ops, breakdown),
+        "top_ops": run_top_ops(run.ops),
+        "stragglers": find_stragglers(steps),
         "warnings": list(run.warnings),
     }
 

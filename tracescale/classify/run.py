@@ -128,6 +128,7 @@ def build_run(
     kinds = set()
     op_tables: list[pd.DataFrame] = []
     gpu_rows: list[tuple[int, GpuTotals]] = []
+    own_totals: list[pd.Series] = []  # category seconds on each rank's own timeline
     for raw_group in groups:
         group, found = apply_single_rank(raw_group)
         notes.extend(found)
@@ -164,6 +165,7 @@ def build_run(
                 by_type[ctype] = by_type.get(ctype, 0.0) + sec
             nsteps += len(steps)
             op_tables.append(r.op_seconds)
+            own_totals.append(r.steps[list(CATEGORIES)].sum())
         for ctype, sec in moved_by_type.items():
             by_type[ctype] = max(by_type.get(ctype, 0.0) - sec, 0.0)
         if len(coll):
@@ -187,6 +189,14 @@ def build_run(
         communication_by_collective=per_step,
         kind="gpu" if "gpu" in kinds else "cpu",
         warnings=tuple(dict.fromkeys(notes)),
-        ops=run_op_table(op_tables, nsteps),
+        ops=run_op_table(op_tables, nsteps, _per_step(own_totals, nsteps)),
         gpu_metrics=per_rank_frame(gpu_rows),
     )
+
+
+def _per_step(totals: list[pd.Series], nsteps: int) -> dict[str, float]:
+    """Category seconds summed over ranks and steps -> mean per rank-step."""
+    if not totals or nsteps <= 0:
+        return {}
+    summed = pd.concat(totals, axis=1).sum(axis=1)
+    return {str(k): float(v) / nsteps for k, v in summed.items()}

@@ -28,7 +28,7 @@ OTHER = "(other ops)"
 #: Names kept per category and rank (the rest go into OTHER).
 KEEP_PER_RANK = 24
 #: Names reported per category and run.
-KEEP_PER_RUN = 8
+KEEP_PER_RUN = 10
 #: Columns of the per-rank table (``RankResult.op_seconds``).
 OP_COLUMNS = ("step", "category", "name", "seconds")
 #: A name whose time falls slower than N^-0.5 does not shrink (strong scaling), and one that
@@ -171,13 +171,17 @@ def rank_op_seconds(
 _DTYPES = {"step": "int64", "category": "object", "name": "object", "seconds": "float64"}
 
 
-def run_op_table(tables: Sequence[pd.DataFrame], rank_steps: int) -> pd.DataFrame:
+def run_op_table(
+    tables: Sequence[pd.DataFrame], rank_steps: int, category_s: Mapping[str, float]
+) -> pd.DataFrame:
     """Per run: mean seconds per rank-step of each (category, name), with the spread over steps.
 
-    Columns: category, name, seconds (mean per step per rank), step_sd (standard deviation of
-    the per-step mean over ranks), steps (how many steps the spread is over).
+    Columns: category, name, seconds (mean per step per rank), share (of the category's mean
+    time on the ranks' own timelines, ``category_s``, before cross-rank cause attribution moved
+    waits elsewhere: an op owns time on its own rank), step_sd (standard deviation of the
+    per-step mean over ranks), steps (how many steps the spread is over).
     """
-    cols = ["category", "name", "seconds", "step_sd", "steps"]
+    cols = ["category", "name", "seconds", "share", "step_sd", "steps"]
     frames = [t for t in tables if len(t)]
     if not frames or rank_steps <= 0:
         return pd.DataFrame(columns=cols)
@@ -190,10 +194,14 @@ def run_op_table(tables: Sequence[pd.DataFrame], rank_steps: int) -> pd.DataFram
     sd = wide.std(axis=1, ddof=1) if wide.shape[1] > 1 else wide.sum(axis=1) * 0.0
     out = pd.DataFrame({"seconds": total, "step_sd": sd.reindex(total.index).fillna(0.0)})
     out["steps"] = nsteps
-    return out.reset_index()[cols]
+    out = out.reset_index()
+    whole = out["category"].map(lambda c: float(category_s.get(str(c), 0.0)))
+    out["share"] = np.where(whole > 0, out["seconds"] / whole.where(whole > 0, 1.0), 0.0)
+    out["share"] = out["share"].clip(upper=1.0)
+    return out[cols]
 
 
-def run_top_ops(table: pd.DataFrame, breakdown: Mapping[str, float]) -> dict[str, list[Any]]:
+def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:
     """The run's ``top_ops`` entry: per category, its largest names with seconds and share."""
     out: dict[str, list[Any]] = {}
     if table is None or not len(table):
@@ -201,14 +209,13 @@ def run_top_ops(table: pd.DataFrame, breakdown: Mapping[str, float]) -> dict[str
     for cat in CATEGORIES:
         rows = table[table["category"] == cat].sort_values("seconds", ascending=False)
         named = rows[rows["name"] != OTHER].head(KEEP_PER_RUN)
-        whole = float(breakdown.get(cat, 0.0))
-        if named.empty or whole <= 0:
+        if named.empty:
             continue
         out[cat] = [
             {
                 "name": str(r.name),
                 "seconds": float(r.seconds),
-                "share": min(float(r.seconds) / whole, 1.0),
+                "share": float(r.share),
                 "step_sd_s": float(r.step_sd),
                 "steps": int(r.steps),
             }

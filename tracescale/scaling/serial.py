@@ -75,11 +75,20 @@ def weak_share(
 
 
 def strong_fraction(model: StudyModel, t1: float) -> tuple[float, dict[str, float]]:
-    """``f`` and ``f_c = a_c / T(1)`` (communication excluded: it is overhead)."""
+    """``f`` and ``f_c = a_c / T(1)`` (communication excluded: it is overhead), in [0, 1].
+
+    The fitted constants can exceed the (estimated) one-GPU step when a job slows down with
+    more ranks: the constants then absorb overheads that grow. A fraction is never above one,
+    so the parts are scaled down to sum to one; the report says why instead of printing 103%.
+    """
     if t1 <= 0:
         return 0.0, {c: 0.0 for c in model.cats}
-    by = {c: fit.serial() / t1 for c, fit in model.cats.items()}
-    return float(sum(by.values())), by
+    by = {c: max(fit.serial(), 0.0) / t1 for c, fit in model.cats.items()}
+    total = float(sum(by.values()))
+    if total > 1.0:
+        by = {c: v / total for c, v in by.items()}
+        total = 1.0
+    return total, by
 
 
 def model_t1(model: StudyModel) -> dict[str, float]:

@@ -1,0 +1,167 @@
+"""Findings: biggest lever first with its gain, stragglers named, honest about slowdowns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import tracescale
+from tracescale.classify.stragglers import find_stragglers
+from tracescale.findings import SLOWDOWN, top_findings
+from tracescale.findings.common import short_name
+from tracescale.simulate import make_params, simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED = ROOT.parent / "shared" / "traces"
+RESNET = SHARED / "tb_plugin" / "resnet50_num_workers_0"
+DATALOADER_OP = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((FIXTURES / f"study_{name}.json").read_text())
+    return doc["studies"][0]
+
+
+def test_levers_are_ranked_by_projected_gain_with_numbers() -> None:
+    found = top_findings(_fixture("strong"))
+    assert [f["category"] for f in found] == [
+        "dataloader",
+        "compute",
+        "communication",
+        "sync",
+        "host",
+    ]
+    assert found[0]["text"] == (
+        "Data loading takes 60.9 ms per step (43%) at 8 GPUs; it does not shrink with more "
+        "GPUs (59.7 ms at 1 GPU). If it were taken off the critical path (DataLoader workers, "
+        "prefetching), steps would be 2.05x faster (117.0 ms → 57.0 ms per step) at 64 GPUs "
+        "(projected)."
+    )
+    assert found[0]["value"] == pytest.approx(117.0 / 57.0, rel=1e-3)
+    gains = [f["value"] for f in found]
+    assert gains == sorted(gains, reverse=True)
+
+
+def test_single_run_levers_are_measured_and_projections_labelled() -> None:
+    found = top_findings(_fixture("single"))
+    assert found[0]["category"] == "dataloader"
+    assert "at 4 GPUs (measured)" in found[0]["text"]
+    assert all("projected" not in f["text"] for f in found)
+
+
+def test_short_names_keep_what_identifies_a_kernel() -> None:
+    assert short_name(
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel"
+        "<at::native::TensorListMetadata<4>, float>(int, float*)"
+    ) == ("at::native::(anon)::multi_tensor_apply_kernel<…>")
+    assert short_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, ncclWork*)") == (
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    )
+    assert short_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
+    assert len(short_name("x" * 200)) == 60
+
+
+def _rows(own: dict[int, list[float]], wait: dict[int, list[float]]) -> pd.DataFrame:
+    """Per rank and step: compute = own time, communication = wait; duration = both."""
+    rows = []
+    for rank, values in own.items():
+        for step, (o, w) in enumerate(zip(values, wait[rank], strict=True)):
+            row = {c: 0.0 for c in tracescale.categories.CATEGORIES}
+            row.update(compute=o, communication=w, duration=o + w, communication_wait=w)
+            row.update(rank=rank, step=step, caused_compute=0.0)
+            row.update(caused_memcpy=0.0, caused_dataloader=0.0)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_straggler_is_the_rank_whose_own_work_is_late() -> None:
+    # Rank 2 computes 14 ms, the others 10 ms and wait 4 ms for it: every step takes 14 ms.
+    own = {0: [0.010, 0.0101], 1: [0.0099, 0.010], 2: [0.014, 0.014], 3: [0.010, 0.010]}
+    wait = {r: [0.014 - o for o in v] for r, v in own.items()}
+    found = find_stragglers(_rows(own, wait))
+    assert [(s["rank"], s["category"]) for s in found] == [(2, "compute")]
+    assert found[0]["extra_s"] == pytest.approx(0.014 - 0.010025)
+    quiet = {r: [0.010, 0.010] for r in range(4)}
+    assert find_stragglers(_rows(quiet, {r: [0.0, 0.0] for r in range(4)})) == []
+
+
+@pytest.fixture(scope="module")
+def launch_bound(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Many short kernels, each shorter than its launch: the GPU waits for the host."""
+    root = tmp_path_factory.mktemp("launch_bound")
+    params = make_params(
+        {"fwd_time": 0.004, "bwd_time": 0.008, "layers": 40, "launch_overhead": 1e-4}
+    )
+    simulate([1, 2, 4], root, steps=2, seed=0, params=params)
+    return tracescale.analyze(str(root), jobs=1).studies[0]
+
+
+def test_launch_bound_study_leads_with_host_launch_overhead(launch_bound: dict[str, Any]) -> None:
+    first = launch_bound["findings"][0]
+    assert first["category"] == "host"
+    assert first["text"].startswith("Host launch overhead takes ")
+    assert "`cudaLaunchKernel`" in first["text"]
+    assert first["value"] > 2.0  # the gain, also in the text
+    assert f"steps would be {first['value']:.2f}x faster" in first["text"]
+    host_ops = launch_bound["runs"][-1]["top_ops"]["host"]
+    assert host_ops[0]["name"] == "cudaLaunchKernel"
+    assert host_ops[0]["law"]["flagged"]
+
+
+def test_simulated_straggler_is_named(tmp_path: Path) -> None:
+    params = make_params({"layers": 3, "zero_grad_kernels": 4, "straggler_rank": 3})
+    simulate([2, 4], tmp_path, steps=3, seed=0, params=params)
+    study = tracescale.analyze(str(tmp_path), jobs=1).studies[0]
+    run4 = study["runs"][-1]
+    assert [s["rank"] for s in run4["stragglers"]] == [3]
+    assert run4["stragglers"][0]["category"] == "compute"
+    assert study["runs"][0]["stragglers"] == []
+    texts = [f["text"] for f in study["findings"] if f["kind"] == "straggler"]
+    assert texts and texts[0].startswith("Rank 3 is a straggler at 4 GPUs: its own work takes")
+
+
+def test_cpu_strong_sample_says_it_slows_down() -> None:
+    study = tracescale.analyze(str(ROOT / "sample_traces" / "ddp_cpu_strong"), mode="strong")
+    study_doc = study.studies[0]
+    first = study_doc["findings"][0]
+    assert first["kind"] == "slowdown"
+    assert first["text"].startswith(SLOWDOWN + " (speedup 0.")
+    sf = study_doc["scaling"]["serial_fraction"]
+    assert 0.0 <= sf["total"] <= 1.0
+    assert all(0.0 <= v <= 1.0 for v in sf["by_category"].values())
+    assert all(0.0 <= v <= 1.0 for v in sf["ci90"])
+
+
+@pytest.mark.skipif(not RESNET.is_dir(), reason=f"real traces not present at {RESNET}")
+def test_resnet_without_workers_leads_with_data_loading() -> None:
+    study = tracescale.analyze(str(RESNET), jobs=1).studies[0]
+    first = study["findings"][0]
+    assert first["category"] == "dataloader"
+    assert f"`{DATALOADER_OP}` (100%)" in first["text"]
+    assert "(measured)" in first["text"]
+    assert "If the parallel part scales as 1/N (an assumption" in first["text"]
+    ops = study["runs"][0]["top_ops"]["dataloader"]
+    assert ops[0]["name"] == DATALOADER_OP
+
+
+def test_findings_on_empty_study() -> None:
+    assert top_findings({}) == []
+    assert top_findings({"runs": [{"world_size": 1}]}) == []
+
+
+def test_model_optimum_beyond_four_times_measured_is_labelled() -> None:
+    study = _fixture("strong")
+    study["scaling"]["optimal_world_size"] = 48
+    texts = [f["text"] for f in top_findings(study, limit=10)]
+    assert (
+        "The model puts the lowest step time at 48 GPUs, 6x beyond the largest measured N: "
+        "an extrapolation, not a measurement"
+    ) in texts
+    study["scaling"]["optimal_world_size"] = 24
+    texts = [f["text"] for f in top_findings(study, limit=10)]
+    assert "Step time is lowest at 24 GPUs: beyond it, more GPUs make each step slower" in texts

@@ -1,0 +1,159 @@
+"""Findings: a study dict in, the few facts a reader should act on out, biggest lever first.
+
+Pure: a study dict (one element of the document's ``studies``) in, a ranked list out. The study
+builder stores the result under the study's ``"findings"`` key; renderers only print it.
+Findings are ranked by what fixing them buys (the speedup at the largest requested world size,
+see :mod:`tracescale.findings.levers`); a job that gets slower with more ranks says so first,
+and context (efficiency, the model's optimum) fills in when levers are few.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracescale.findings.common import (
+    SAFE_EXTRAPOLATION,
+    Finding,
+    cat_time,
+    d,
+    gpus,
+    lst,
+    mean_step,
+    speedup_text,
+)
+from tracescale.findings.levers import category_levers, op_levers
+from tracescale.report.fmt import label, num, secs
+
+__all__ = ["Finding", "document_findings", "top_findings"]
+
+#: The sentence a job that runs slower with more ranks gets, word for word.
+SLOWDOWN = "This job slows down with more ranks: overheads grow faster than the work shrinks"
+
+
+def _slowdown(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
+    """Measured speedup below one, or fitted constants above the measured step: say it plainly."""
+    if len(runs) < 2 or study.get("mode") == "weak":
+        return []
+    sc = d(study.get("scaling"))
+    points = [p for p in lst(sc.get("points")) if isinstance(p, dict)]
+    slow = [p for p in points if (num(p.get("speedup")) or 1.0) < 1.0]
+    constants = sum(
+        num(d(m.get("params")).get("a")) or 0.0
+        for c, m in d(sc.get("models")).items()
+        if isinstance(m, dict) and c != "communication"
+    )
+    if not slow and constants <= mean_step(runs[-1]):
+        return []
+    first, last = runs[0], runs[-1]
+    growth = {c: cat_time(last, c) - cat_time(first, c) for c in d(last.get("breakdown_s"))}
+    cat = max(growth, key=lambda c: growth[c]) if growth else None
+    text = SLOWDOWN
+    if slow:
+        p = min(slow, key=lambda q: num(q.get("speedup")) or 0.0)
+        text += f" (speedup {num(p.get('speedup')) or 0.0:.2f}x at {gpus(p.get('world_size'))})"
+    else:
+        text += f" (the fitted constant parts, {secs(constants)}, exceed the measured step)"
+    if cat is not None and growth[cat] > 0:
+        text += (
+            f". {label(cat)} grows the most: {secs(cat_time(first, cat))} at "
+            f"{gpus(first.get('world_size'))} -> {secs(cat_time(last, cat))} at "
+            f"{gpus(last.get('world_size'))} per step"
+        )
+    return [
+        (
+            100.0,
+            Finding(
+                text=text + ".", category=cat, value=growth.get(cat or "", 0.0), kind="slowdown"
+            ),
+        )
+    ]
+
+
+def _stragglers(runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
+    """The late rank of the largest run that has one, and what bringing it in line buys."""
+    for run in reversed(runs):
+        found = [s for s in lst(run.get("stragglers")) if isinstance(s, dict)]
+        t = mean_step(run)
+        if not found or t <= 0:
+            continue
+        s = found[0]
+        extra = num(s.get("extra_s")) or 0.0
+        after = t - extra
+        if after <= 0:
+            continue
+        gain = t / after
+        cat = str(s.get("category")) if s.get("category") else None
+        text = (
+            f"Rank {s.get('rank')} is a straggler at {gpus(run.get('world_size'))}: its own work "
+            f"takes {secs(extra)} more per step than the median rank's"
+        )
+        if cat:
+            text += f", mostly {label(cat).lower()}"
+        text += "; the other ranks wait for it"
+        others = [str(x.get("rank")) for x in found[1:4]]
+        if others:
+            text += f" (also late: rank{'s' if len(others) > 1 else ''} {', '.join(others)})"
+        text += f". In line with the median rank, steps would be {speedup_text(gain, t, after)}."
+        return [(gain, Finding(text=text, category=cat, value=gain, kind="straggler"))]
+    return []
+
+
+def _efficiency(study: dict[str, Any]) -> list[tuple[float, Finding]]:
+    """Efficiency at the largest measured world size (context, not a lever)."""
+    sc = d(study.get("scaling"))
+    points = [p for p in lst(sc.get("points")) if isinstance(p, dict)]
+    if len(points) < 2:
+        return []
+    p = max(points, key=lambda q: num(q.get("world_size")) or 0.0)
+    e, s = num(p.get("efficiency")), num(p.get("speedup"))
+    if e is None or s is None or s < 1.0:
+        return []
+    n, base = p.get("world_size"), sc.get("baseline_world_size")
+    kind = "Weak-scaling (throughput) efficiency" if study.get("mode") == "weak" else "Efficiency"
+    verb = "falls to" if e < 0.9 else "stays at"
+    text = f"{kind} {verb} {e:.0%} at {gpus(n)} (speedup {s:.1f}x over {gpus(base)})"
+    return [(1.0 + 0.01 * (1.0 - e), Finding(text=text, category=None, value=e, kind="context"))]
+
+
+def _optimum(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
+    """The model's best world size, labelled as an extrapolation or an assumption as it is."""
+    sc = d(study.get("scaling"))
+    opt = num(sc.get("optimal_world_size"))
+    if opt is None:
+        return []
+    n_max = num(runs[-1].get("world_size")) or 1.0
+    where = gpus(int(opt))
+    if len(runs) == 1 or sc.get("assumed"):
+        text = (
+            f"If the parallel part scales as 1/N (an assumption: one run cannot show it), "
+            f"step time would be lowest at {where}"
+        )
+    elif opt > SAFE_EXTRAPOLATION * n_max:
+        text = (
+            f"The model puts the lowest step time at {where}, {opt / n_max:.0f}x beyond the "
+            f"largest measured N: an extrapolation, not a measurement"
+        )
+    else:
+        text = f"Step time is lowest at {where}: beyond it, more GPUs make each step slower"
+    return [(1.02, Finding(text=text, category=None, value=opt, kind="context"))]
+
+
+def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
+    """The ``limit`` most important findings of one study, biggest lever first."""
+    runs = sorted(
+        (r for r in lst(study.get("runs")) if isinstance(r, dict)),
+        key=lambda r: num(r.get("world_size")) or 0.0,
+    )
+    if not runs or mean_step(runs[-1]) <= 0:
+        return []
+    mode = str(study.get("mode") or "strong")
+    scored = _slowdown(study, runs) + category_levers(study, runs, mode)
+    scored += op_levers(study, runs, mode) + _stragglers(runs)
+    scored += _efficiency(study) + _optimum(study, runs)
+    scored.sort(key=lambda sf: -sf[0])
+    return [f for _, f in scored[:limit]]
+
+
+def document_findings(doc: dict[str, Any], limit: int = 5) -> list[list[Finding]]:
+    """Findings of every study of an analyze document, in study order."""
+    return [top_findings(s, limit) for s in lst(doc.get("studies")) if isinstance(s, dict)]

@@ -1,0 +1,141 @@
+"""Shared reading of a study dict for the findings: runs, projections, plain-words numbers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from tracescale.report.fmt import label, num, secs
+
+#: Gains below this (steps 3% faster) are not worth a reader's attention as a finding.
+MIN_GAIN = 1.03
+#: Single-run findings never name a world size beyond this multiple of the measured one
+#: without saying it is an assumption.
+SAFE_EXTRAPOLATION = 4.0
+#: Host calls that launch GPU work: when they own host time, the host is launch-bound.
+LAUNCH_CALL = re.compile(r"^(cu|cuda|hip|hipExt)(Graph)?Launch|LaunchKernel", re.IGNORECASE)
+
+
+class Finding(TypedDict):
+    """One finding: the sentence, the category it is about (None: the whole step), its number.
+
+    ``value`` is the finding's own figure: for a lever, the speedup fixing it buys (``gain``);
+    ``kind`` says which family it is (lever, op, straggler, slowdown, context).
+    """
+
+    text: str
+    category: str | None
+    value: float
+    kind: str
+
+
+def d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def lst(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def gpus(n: Any) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def mean_step(run: dict[str, Any]) -> float:
+    return num(d(run.get("step_time_s")).get("mean")) or 0.0
+
+
+def cat_time(run: dict[str, Any], cat: str) -> float:
+    return num(d(run.get("breakdown_s")).get(cat)) or 0.0
+
+
+def short_name(name: str, width: int = 60) -> str:
+    """A kernel or op name short enough for a sentence (the JSON keeps the full name).
+
+    A C++ kernel signature loses its return type, its trailing argument list and the inside
+    of its template arguments (``void ns::k<float, 4>(int, float*)`` -> ``ns::k<…>``); what is
+    still too long is cut in the middle, so both the namespace and the kernel stay readable.
+    """
+    text = name.strip().replace("(anonymous namespace)", "(anon)")
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                # An argument list follows its name directly; "Memcpy HtoD (a -> b)" keeps it.
+                if i > 0 and not text[i - 1].isspace():
+                    text = text[:i]
+                break
+    text = re.sub(r"^void\s+", "", text)
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            if depth == 0:
+                out.append("<…>")
+            depth += 1
+        elif ch == ">" and depth > 0:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    text = "".join(out) or name
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 2] + "…" + text[-(keep - keep // 2) :]
+
+
+def top_ops(run: dict[str, Any], cat: str) -> list[dict[str, Any]]:
+    return [e for e in lst(d(run.get("top_ops")).get(cat)) if isinstance(e, dict)]
+
+
+def is_launch_bound(run: dict[str, Any]) -> bool:
+    """Host time mostly spent launching GPU work (kernel launch calls own its largest part)."""
+    ops = top_ops(run, "host")
+    launch = sum(num(e.get("share")) or 0.0 for e in ops if LAUNCH_CALL.search(str(e["name"])))
+    return bool(ops) and (launch >= 0.25 or bool(LAUNCH_CALL.search(str(ops[0]["name"]))))
+
+
+def cat_label(run: dict[str, Any], cat: str) -> str:
+    """The category's name in a finding (host time that is kernel launches says so)."""
+    if cat == "host" and is_launch_bound(run):
+        return "Host launch overhead"
+    return label(cat)
+
+
+def names_clause(run: dict[str, Any], cat: str, limit: int = 2) -> str:
+    """', mostly `op` (64%) and `op2` (20%)' for a category's top contributors."""
+    ops = [e for e in top_ops(run, cat) if (num(e.get("share")) or 0.0) >= 0.05][:limit]
+    if not ops:
+        return ""
+    parts = [f"`{short_name(str(e['name']))}` ({(num(e.get('share')) or 0.0):.0%})" for e in ops]
+    return ", mostly " + " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a lever is evaluated: the largest requested N (projected) or the largest measured."""
+
+    world_size: int
+    step_s: float
+    breakdown: dict[str, float]
+    projected: bool
+
+
+def target_of(study: dict[str, Any], last: dict[str, Any]) -> Target:
+    """The largest projection when there is one (the largest requested N), else the last run."""
+    projs = [p for p in lst(d(study.get("scaling")).get("projections")) if isinstance(p, dict)]
+    projs = [p for p in projs if num(p.get("step_time_s")) and num(p.get("world_size"))]
+    if projs:
+        p = max(projs, key=lambda q: num(q.get("world_size")) or 0.0)
+        bd = {str(k): num(v) or 0.0 for k, v in d(p.get("breakdown_s")).items()}
+        return Target(
+            int(num(p.get("world_size")) or 0), num(p.get("step_time_s")) or 0.0, bd, True
+        )
+    bd = {str(k): num(v) or 0.0 for k, v in d(last.get("breakdown_s")).items()}
+    return Target(int(num(last.get("world_size")) or 0), mean_step(last), bd, False)
+
+
+def speedup_text(gain: float, before: float, after: float) -> str:
+    """'1.40x faster (120.0 ms -> 85.7 ms per step)'."""
+    return f"{gain:.2f}x faster ({secs(before)} → {secs(after)} per step)"

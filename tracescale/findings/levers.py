@@ -1,0 +1,171 @@
+"""Levers: per category and per flagged op, how much faster steps get if it is fixed.
+
+A lever is evaluated where the user asked to scale to: the largest requested world size, from
+the study's projection (its per-category step breakdown), so "removing data loading" is the
+step time without the data-loading part of that projection. Categories that are pure overhead
+are removed; compute cannot be removed, so its lever is its part that does not shrink made
+parallel (scaling like ``1/N`` from the first run). A single run cannot be projected without
+assumptions, so its levers are measured at its own N and the projection is added with the
+assumption spelled out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracescale.findings.common import (
+    MIN_GAIN,
+    Finding,
+    Target,
+    cat_label,
+    cat_time,
+    d,
+    gpus,
+    mean_step,
+    names_clause,
+    short_name,
+    speedup_text,
+    target_of,
+    top_ops,
+)
+from tracescale.report.fmt import label, num, secs
+
+#: How each category would be fixed, said in the finding (compute has its own wording).
+_HOW = {
+    "dataloader": "taken off the critical path (DataLoader workers, prefetching)",
+    "host": "removed (fewer, larger or fused ops)",
+    "communication": "fully hidden under compute",
+    "sync": "removed (no blocking host-device synchronization)",
+    "reduction": "taken off the critical path (not done by one rank while the others wait)",
+    "memcpy": "overlapped with compute (pinned memory, non_blocking copies)",
+    "idle": "filled (the GPU kept busy)",
+}
+_HOW_LAUNCH = "cut (CUDA graphs, fused kernels, or more work per launch)"
+
+
+def _trend(first: dict[str, Any], last: dict[str, Any], cat: str, mode: str) -> str:
+    """', and does not shrink with more GPUs' from the first and the last measured run."""
+    if first is last:
+        return ""
+    t0, t1 = cat_time(first, cat), cat_time(last, cat)
+    n0 = num(first.get("world_size")) or 1.0
+    if t0 <= 0:
+        return " (absent at the smallest N)" if t1 > 0 else ""
+    if t1 > 1.3 * t0:
+        return f"; it grows with more GPUs (from {secs(t0)} at {gpus(int(n0))})"
+    if mode != "weak" and t1 >= 0.7 * t0:
+        return f"; it does not shrink with more GPUs ({secs(t0)} at {gpus(int(n0))})"
+    return ""
+
+
+def _parallel_part(first: dict[str, Any], cat: str, n: int, mode: str) -> float:
+    """The category's time at ``n`` if it were perfectly parallel from the first run on."""
+    t0 = cat_time(first, cat)
+    if mode == "weak":
+        return t0
+    n0 = num(first.get("world_size")) or 1.0
+    return t0 * n0 / max(n, 1)
+
+
+def _overlap_clause(last: dict[str, Any]) -> str:
+    exposed = cat_time(last, "communication")
+    hidden = num(last.get("overlapped_communication_s")) or 0.0
+    if exposed + hidden <= 0:
+        return ""
+    return f"; {hidden / (hidden + exposed):.0%} of communication is already overlapped"
+
+
+def _assumed_clause(study: dict[str, Any], cat: str, first: dict[str, Any]) -> str:
+    """For one run: the projected gain, stated as resting on the default assumption."""
+    t = target_of(study, first)
+    if not t.projected or t.step_s <= 0:
+        return ""
+    part = t.breakdown.get(cat, 0.0)
+    if part <= 0 or t.step_s - part <= 0:
+        return ""
+    g = t.step_s / (t.step_s - part)
+    return (
+        f" If the parallel part scales as 1/N (an assumption: one run cannot show it), "
+        f"at {gpus(t.world_size)} it would be {g:.2f}x."
+    )
+
+
+def category_levers(
+    study: dict[str, Any], runs: list[dict[str, Any]], mode: str
+) -> list[tuple[float, Finding]]:
+    """One finding per category whose fix buys at least :data:`MIN_GAIN`, scored by gain."""
+    first, last = runs[0], runs[-1]
+    single = len(runs) == 1 or bool(d(study.get("scaling")).get("assumed"))
+    t: Target = target_of(study, last)
+    if single:
+        bd = {c: cat_time(last, c) for c in d(last.get("breakdown_s"))}
+        t = Target(int(num(last.get("world_size")) or 0), mean_step(last), bd, False)
+    if t.step_s <= 0:
+        return []
+    n_last = last.get("world_size")
+    out = []
+    for cat in d(last.get("breakdown_s")):
+        now = cat_time(last, cat)
+        there = t.breakdown.get(cat, 0.0)
+        if cat == "compute":
+            fixed = _parallel_part(first, cat, t.world_size, mode) if not single else there
+            how = "its part that does not shrink were parallel"
+        else:
+            fixed = 0.0
+            how_cat = _HOW_LAUNCH if cat_label(last, cat).startswith("Host launch") else None
+            how = f"it were {how_cat or _HOW.get(cat, 'removed')}"
+        after = t.step_s - there + min(fixed, there)
+        if after <= 0 or there <= fixed:
+            continue
+        gain = t.step_s / after
+        if gain < MIN_GAIN:
+            continue
+        share = now / mean_step(last) if mean_step(last) > 0 else 0.0
+        name = cat_label(last, cat)
+        verb = "take" if name.endswith("copies") else "takes"
+        text = f"{name} {verb} {secs(now)} per step ({share:.0%}) at {gpus(n_last)}"
+        text += names_clause(last, cat) + _trend(first, last, cat, mode)
+        if cat == "communication":
+            text += _overlap_clause(last)
+        where = f"at {gpus(t.world_size)}" + (" (projected)" if t.projected else " (measured)")
+        text += f". If {how}, steps would be {speedup_text(gain, t.step_s, after)} {where}."
+        if single and cat != "compute":
+            text += _assumed_clause(study, cat, first)
+        out.append((gain, Finding(text=text, category=cat, value=gain, kind="lever")))
+    return out
+
+
+def op_levers(
+    study: dict[str, Any], runs: list[dict[str, Any]], mode: str, limit: int = 2
+) -> list[tuple[float, Finding]]:
+    """Top ops flagged as not shrinking (growing, in weak scaling): what removing each buys."""
+    if len(runs) < 2:
+        return []
+    last = runs[-1]
+    t = target_of(study, last)
+    if t.step_s <= 0:
+        return []
+    found = []
+    for cat in d(last.get("top_ops")):
+        for e in top_ops(last, cat):
+            law = d(e.get("law"))
+            share = num(e.get("share")) or 0.0
+            if not law.get("flagged") or share >= 0.9:
+                continue  # one op that is its whole category: the category finding says it
+            part = share * t.breakdown.get(cat, 0.0)
+            if part <= 0 or t.step_s - part <= 0:
+                continue
+            gain = t.step_s / (t.step_s - part)
+            if gain < MIN_GAIN:
+                continue
+            verb = "grows" if str(law.get("form", "")).startswith("grows") else "does not shrink"
+            text = (
+                f"`{short_name(str(e['name']))}` ({label(cat).lower()}) {verb} with more GPUs "
+                f"({law.get('form')}): {secs(e.get('seconds'))} per step at "
+                f"{gpus(last.get('world_size'))}, {share:.0%} of {label(cat).lower()}. "
+                f"Without it, steps would be {speedup_text(gain, t.step_s, t.step_s - part)} "
+                f"at {gpus(t.world_size)} (projected)."
+            )
+            found.append((gain, Finding(text=text, category=cat, value=gain, kind="op")))
+    found.sort(key=lambda sf: -sf[0])
+    return found[:limit]
