@@ -51,11 +51,11 @@ def test_run_table_and_laws() -> None:
             }
         )
     ]
-    table = run_op_table(rank_tables, rank_steps=2)
+    table = run_op_table(rank_tables, rank_steps=2, category_s={"host": 0.006, "compute": 0.005})
     row = table.set_index(["category", "name"]).loc[("host", "launch")]
     assert row["seconds"] == pytest.approx(0.003)
     assert row["step_sd"] == pytest.approx(0.0014142135623730952)
-    top = run_top_ops(table, {"host": 0.006, "compute": 0.005})
+    top = run_top_ops(table)
     assert top["host"][0]["share"] == pytest.approx(0.5)
     assert top["compute"][0]["share"] == 1.0  # capped: never more than the category
     runs = [
