@@ -63,7 +63,9 @@ deviceProperties listing the node's gpus_per_node GPUs. Steps 1, 3, 4, 6
                ReduceScatter of its gradients after its backward (In = full,
                Out = shard); optimizer over the shard (opt_time/N)
   tp           AllReduce of act_bytes activations after every layer's forward
-               and backward; the next layer waits for it; optimizer /N
+               and backward; the next layer waits for it; optimizer /N;
+               data loading and the H2D copy are not divided (every rank
+               reads the whole batch)
   grad_accum   collectives (ddp buckets, fsdp ReduceScatter) and the
                optimizer only every accum_steps-th ProfilerStep
   multinode    gpus_per_node ranks per host; a ring spanning nodes runs at
@@ -74,7 +76,8 @@ deviceProperties listing the node's gpus_per_node GPUs. Steps 1, 3, 4, 6
   heavy_tail   per-rank, per-step lognormal data-loading delay (tail_median,
                tail_sigma); the step waits for the slowest rank
   comm_types   a tiny Broadcast of module buffers (bcast_bytes) before each
-               forward, bcast_alpha per hop, beside the gradient AllReduce
+               forward, bcast_alpha per hop, and a one-element loss AllReduce
+               (TREE, LL) after backward, beside the gradient AllReduce
 Patterns' truth: per measured N the attribution of the traced schedule; at
 every N in world sizes and --truth-at the expected step time of the same
 schedule (noise-free; random delays averaged over replicas of all N ranks).

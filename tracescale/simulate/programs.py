@@ -91,13 +91,15 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
     accum = p.accum_steps if spec.has("grad_accum") else 1
     sync_step = index % accum == accum - 1
     e.begin_step()
-    dl = (p.dl_serial + e.parallel(p.dl_parallel)) * 1e9 * e.jitter()
+    # Tensor parallelism splits the model, not the batch: every rank loads and copies it all.
+    shard_input = e.parallel if spec.base != "tp" else _replicated
+    dl = (p.dl_serial + shard_input(p.dl_parallel)) * 1e9 * e.jitter()
     if spec.has("heavy_tail") and p.tail_median > 0:
         dl = dl + p.tail_median * 1e9 * np.exp(p.tail_sigma * e.rng.standard_normal(e.h.shape))
     e.host("user_annotation", K.DATALOADER, np.rint(dl).astype(np.int64), label="dataloader",
            ops=("aten::empty", "aten::stack"))  # fmt: skip
-    h2d = np.rint(e.parallel(p.h2d_time) * 1e9 * e.jitter()).astype(np.int64)
-    nbytes = int(p.h2d_bytes / e.div) if math.isfinite(e.div) else 0
+    h2d = np.rint(shard_input(p.h2d_time) * 1e9 * e.jitter()).astype(np.int64)
+    nbytes = round(p.h2d_bytes * shard_input(1.0))
     e.kernel(("aten::to", "aten::_to_copy", "aten::copy_"), K.H2D, h2d, cat="gpu_memcpy",
              bytes=nbytes)  # fmt: skip
     if dist and spec.has("comm_types"):
@@ -123,7 +125,11 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
         _fsdp_backward(e, bwd, dist, sync_step)
     else:
         _backward(e, spec, bwd, dist and spec.base == "ddp" and sync_step)
-    if communicated:
+    if dist and spec.has("comm_types"):
+        # the loss averaged for logging: one element, a tree with the LL protocol
+        _join(e, COMM_STREAM, COMPUTE_STREAM)
+        e.collective("allreduce", 1, 1, 4)
+    if communicated or (dist and spec.has("comm_types")):
         _join(e, COMPUTE_STREAM, COMM_STREAM)
     if sync_step:
         sharded = spec.base in ("fsdp", "tp")
@@ -140,6 +146,10 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
     stall = np.rint(p.sync_stall * 1e9 * e.jitter()).astype(np.int64)
     e.host("cpu_op", "aten::to", stall, ops=("aten::_to_copy", "aten::add_", "aten::div"))
     e.end_step(first_step + index)
+
+
+def _replicated(seconds: float) -> float:
+    return seconds
 
 
 def _tp_allreduce(e: Engine) -> None:
