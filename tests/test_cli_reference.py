@@ -17,5 +17,5 @@ def test_cli_reference_is_current() -> None:
 
 def test_every_command_is_documented() -> None:
     text = DOC.read_text()
-    for name in ("analyze", "compare", "inspect", "report", "simulate", "sweep"):
+    for name in ("analyze", "annotate", "compare", "inspect", "report", "simulate", "sweep"):
         assert f"## tracescale {name}" in text

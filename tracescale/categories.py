@@ -25,3 +25,7 @@ COLLECTIVE_TYPES: Final[tuple[str, ...]] = (
     "barrier",
     "other",
 )
+
+#: The ``cat`` of the events ``tracescale annotate`` adds to a trace (its attribution tracks):
+#: ingest skips them, so an annotated trace analyzes exactly like the original.
+ANNOTATION_CAT: Final[str] = "tracescale"

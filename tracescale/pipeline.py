@@ -138,12 +138,14 @@ def _check_duplicate_ranks(results: list[RankResult], notes: list[str]) -> list[
     return out
 
 
-def _run_breakdown(
+def run_groups(
     spec: RunSpec,
-    results: dict[str, RankResult | TaskError],
-    steps: slice | None,
-    strict: bool,
-) -> tuple[RunBreakdown | None, list[str]]:
+    results: Mapping[str, RankResult | TaskError],
+    steps: slice | None = None,
+    strict: bool = False,
+) -> tuple[list[list[RankResult]], list[str]]:
+    """The map results of one run as its executions (groups whose collectives match), plus
+    notes on the files skipped; ``strict`` makes a bad file an error instead."""
     notes = list(spec.warnings)
     groups: list[list[RankResult]] = []
     for group in spec.groups:
@@ -158,6 +160,16 @@ def _run_breakdown(
             ok.append(_select_steps(res, steps))
         if ok:
             groups.extend(_split_successive(_check_duplicate_ranks(ok, notes)))
+    return groups, notes
+
+
+def _run_breakdown(
+    spec: RunSpec,
+    results: dict[str, RankResult | TaskError],
+    steps: slice | None,
+    strict: bool,
+) -> tuple[RunBreakdown | None, list[str]]:
+    groups, notes = run_groups(spec, results, steps, strict)
     if not groups:
         return None, notes
     return build_run(spec.world_size, groups, spec.paths, notes), []
@@ -224,6 +236,39 @@ def analyze_study(
     return entry, tuple(runs), scaling
 
 
+def map_ranks(
+    specs: Sequence[StudySpec],
+    *,
+    path: str,
+    rules: str | None = None,
+    jobs: int | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    progress: Callable[[RankTask], None] | None = None,
+    show_progress: bool = False,
+    **parallel_options: Any,
+) -> tuple[dict[str, RankResult | TaskError], tuple[str, ...]]:
+    """The map step: every rank file of ``specs`` classified (or its error), by file path,
+    and the warnings of the map (cache, workers). Raises :class:`NoTracesError` when empty."""
+    tasks = [
+        RankTask(path=f.path, rank=f.rank, rules_file=rules, memory_budget=memory_budget)
+        for spec in specs
+        for run in spec.runs
+        for g in run.groups
+        for f in g.files
+    ]
+    if not tasks:
+        raise NoTracesError("no trace files found", path=path)
+    if show_progress and progress is None:
+        from tracescale.parallel.progress import progress_bar
+
+        with progress_bar(tasks, True) as bar:
+            mapped = run_tasks(tasks, jobs=jobs, progress=bar, **parallel_options)
+    else:
+        mapped = run_tasks(tasks, jobs=jobs, progress=progress, **parallel_options)
+    results = {t.path: r for t, r in zip(tasks, mapped.results, strict=False)}
+    return results, tuple(mapped.warnings)
+
+
 def analyze(
     path: str,
     *,
@@ -246,23 +291,16 @@ def analyze(
     load_rules(rules)  # fail fast on a bad rules file, before any worker starts
     step_slice = parse_steps(steps) if isinstance(steps, str) or steps is None else steps
     specs = discover(path)
-    tasks = [
-        RankTask(path=f.path, rank=f.rank, rules_file=rules, memory_budget=memory_budget)
-        for spec in specs
-        for run in spec.runs
-        for g in run.groups
-        for f in g.files
-    ]
-    if not tasks:
-        raise NoTracesError("no trace files found", path=path)
-    if show_progress and progress is None:
-        from tracescale.parallel.progress import progress_bar
-
-        with progress_bar(tasks, True) as bar:
-            mapped = run_tasks(tasks, jobs=jobs, progress=bar, **parallel_options)
-    else:
-        mapped = run_tasks(tasks, jobs=jobs, progress=progress, **parallel_options)
-    results = {t.path: r for t, r in zip(tasks, mapped.results, strict=False)}
+    results, map_warnings = map_ranks(
+        specs,
+        path=path,
+        rules=rules,
+        jobs=jobs,
+        memory_budget=memory_budget,
+        progress=progress,
+        show_progress=show_progress,
+        **parallel_options,
+    )
     entries, runs_all, scalings = [], [], []
     for spec in specs:
         entry, runs, scaling = analyze_study(
@@ -275,7 +313,7 @@ def analyze(
             steps=step_slice,
             strict=strict,
         )
-        entry["warnings"] = list(dict.fromkeys([*entry["warnings"], *mapped.warnings]))
+        entry["warnings"] = list(dict.fromkeys([*entry["warnings"], *map_warnings]))
         entries.append(entry)
         runs_all.append(runs)
         scalings.append(scaling)

@@ -6,7 +6,8 @@ analysis holds tables, not traces.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -65,20 +66,29 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
     return coll, offsets, warnings
 
 
-def _cause(
+@dataclass(frozen=True)
+class Wait:
+    """A rank's exposed `communication` spent waiting in one collective instance for a late
+    rank: the instants (ns, this rank's clock) the cause step gives the late rank's categories."""
+
+    rank: int
+    step: int
+    collective: str
+    seq: int
+    late_rank: int
+    shift_ns: int  # add to this rank's times to read the late rank's clock
+    pieces: tuple[tuple[int, int], ...]
+
+
+def exposed_waits(
     ranks: Sequence[RankResult], coll: pd.DataFrame, offsets: dict[int, int]
-) -> tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], float], dict[str, float]]:
-    """Per (rank, step): seconds moved out of `communication` into the late rank's categories,
-    the exposed wait (seconds of the rank's `communication` spent waiting for a late rank), and
-    per collective type the seconds moved (so by-collective times match the breakdown).
+) -> Iterator[Wait]:
+    """Each waiting instance's exposed pieces, every instant counted once per rank.
 
     Concurrent instances (gloo runs several buckets at once) wait over the same interval: each
     instant of wait is counted once, or the wait exceeds the step (seen on real CPU DDP traces).
     """
     by_rank = {r.rank: r for r in ranks}
-    by_type: dict[str, float] = {}  # seconds of waiting per collective type given a cause
-    moves: dict[tuple[int, int], np.ndarray] = {}
-    waits: dict[tuple[int, int], float] = {}
     waiting = coll[(coll["wait"] > 0) & (coll["rank"] != coll["late_rank"])]
     claimed_until: dict[int, int] = {}
     for row in waiting.sort_values(["rank", "start_ns"]).itertuples(index=False):
@@ -90,17 +100,45 @@ def _cause(
             continue
         claimed_until[me.rank] = hi
         exposed = me.segments.pieces(lo, hi, _COMM)
-        if not exposed:
-            continue
-        key = (me.rank, int(row.step))
-        waits[key] = waits.get(key, 0.0) + sum(b - a for a, b in exposed) / 1e9
-        late = by_rank.get(int(row.late_rank))
+        if exposed:
+            late = int(row.late_rank)
+            yield Wait(
+                rank=me.rank,
+                step=int(row.step),
+                collective=str(row.collective),
+                seq=int(row.seq),
+                late_rank=late,
+                shift_ns=offsets.get(late, 0) - offsets.get(me.rank, 0),
+                pieces=tuple(exposed),
+            )
+
+
+def group_waits(group: Sequence[RankResult]) -> list[Wait]:
+    """The waits of one execution's ranks (after :func:`apply_single_rank`), as the cause step
+    sees them: for tools that show the attribution instant by instant (``annotate``)."""
+    coll, offsets, _ = _match(group)
+    return list(exposed_waits(group, coll, offsets)) if len(coll) else []
+
+
+def _cause(
+    ranks: Sequence[RankResult], coll: pd.DataFrame, offsets: dict[int, int]
+) -> tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], float], dict[str, float]]:
+    """Per (rank, step): seconds moved out of `communication` into the late rank's categories,
+    the exposed wait (seconds of the rank's `communication` spent waiting for a late rank), and
+    per collective type the seconds moved (so by-collective times match the breakdown)."""
+    by_rank = {r.rank: r for r in ranks}
+    by_type: dict[str, float] = {}  # seconds of waiting per collective type given a cause
+    moves: dict[tuple[int, int], np.ndarray] = {}
+    waits: dict[tuple[int, int], float] = {}
+    for w in exposed_waits(ranks, coll, offsets):
+        key = (w.rank, w.step)
+        waits[key] = waits.get(key, 0.0) + sum(b - a for a, b in w.pieces) / 1e9
+        late = by_rank.get(w.late_rank)
         if late is None:
             continue
-        shift = offsets.get(late.rank, 0) - offsets.get(me.rank, 0)
         moved = np.zeros(len(CATEGORIES))
-        for a, b in exposed:
-            there = late.segments.time_in(a + shift, b + shift)
+        for a, b in w.pieces:
+            there = late.segments.time_in(a + w.shift_ns, b + w.shift_ns)
             total = there.sum()
             if total <= 0:
                 continue
@@ -109,7 +147,7 @@ def _cause(
         moved[_COMM] = 0.0
         if moved.sum() > 0:
             moves[key] = moves.get(key, np.zeros(len(CATEGORIES))) + moved
-            by_type[str(row.collective)] = by_type.get(str(row.collective), 0.0) + moved.sum()
+            by_type[w.collective] = by_type.get(w.collective, 0.0) + moved.sum()
     return moves, waits, by_type
 
 

@@ -25,6 +25,7 @@ _SUBCOMMANDS = {
     "compare": "tracescale.cli.compare",
     "simulate": "tracescale.cli.simulate",
     "sweep": "tracescale.cli.sweep",
+    "annotate": "tracescale.cli.annotate",
 }
 
 EPILOG = """Exit codes: 0 ok; 1 regression found by compare --fail-on-regression;

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracescale.categories import ANNOTATION_CAT
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest.numbers import us_text_to_ns
 from tracescale.ingest.trace import (
@@ -47,6 +48,7 @@ _INT_ARGS = (
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _PH = attrgetter("ph")
 _ARGS = attrgetter("args")
+_CAT = attrgetter("cat")
 
 
 def _int_column(values: Iterable[Any], n: int, default: int = -1) -> npt.NDArray[np.int64]:
@@ -130,6 +132,10 @@ class _Builder:
 
     def add(self, events: list[Event]) -> None:
         """Columns of one chunk's complete events; consumes (clears) ``events``."""
+        if list(map(_CAT, events)).count(ANNOTATION_CAT):  # tracescale's own added tracks
+            kept = [e for e in events if e.cat != ANNOTATION_CAT]
+            events.clear()
+            events.extend(kept)
         self.total += len(events)
         phases = list(map(_PH, events))
         xs = [e for e, ph in zip(events, phases, strict=True) if ph == "X"]

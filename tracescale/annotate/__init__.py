@@ -1,0 +1,142 @@
+"""Rank trace files in -> copies with the attribution as added tracks out (Perfetto, chrome://tracing).
+
+``tracescale annotate PATH -o OUT_DIR`` mirrors PATH's files under OUT_DIR. Each copy holds the
+original events untouched plus one added process: a ``categories`` track whose slices are the
+attribution (one complete event per contiguous stretch of one category within a step, waits
+carrying their collective and cause) and a ``steps`` track with each step's breakdown. The
+added events have their own ``cat``, which ingest skips, so the copies analyze exactly like the
+originals. Inputs are only read; the same output rules as ``-o`` apply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracescale.annotate.tracks import Slice, category_slices, step_slices
+from tracescale.annotate.write import added_events, encode_like, splice, unused_pid
+from tracescale.atomic import atomic_write_bytes, check_output_path
+from tracescale.classify.rules import load_rules
+from tracescale.classify.run import build_run, group_waits
+from tracescale.classify.single_rank import apply_single_rank
+from tracescale.errors import InvalidTraceError, UsageError
+from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, read_bytes
+from tracescale.ingest.discover import discover
+from tracescale.pipeline import map_ranks, run_groups
+
+__all__ = ["AnnotatedTrace", "annotate"]
+
+
+@dataclass(frozen=True)
+class AnnotatedTrace:
+    """One written copy: where from, where to, and what was added."""
+
+    source: str
+    output: str
+    rank: int
+    world_size: int
+    steps: int
+    slices: int
+
+
+def _check_out_dir(out_dir: str, root: str) -> None:
+    out, src = Path(out_dir).resolve(), Path(root).resolve()
+    if out.exists() and not out.is_dir():
+        raise UsageError("-o must be a folder (it exists and is not one)", path=out_dir)
+    if out == src or src in out.parents:
+        raise UsageError(
+            "-o is inside the traces' folder: analyzing that folder again would count the "
+            "annotated copies as more ranks; choose a folder outside it",
+            path=out_dir,
+        )
+
+
+def _events_of(doc: Any) -> list[Any] | None:
+    listed = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    return listed if isinstance(listed, list) else None
+
+
+def _annotated_bytes(
+    source: str, rank: int, cats: list[Slice], steps: list[Slice], memory_budget: int
+) -> bytes:
+    """``source``'s bytes with the added process spliced in, checked by parsing the result."""
+    with open(source, "rb") as fh:
+        head = fh.read(2)
+    text = bytes(read_bytes(source, memory_budget=memory_budget))
+    try:
+        doc: Any = json.loads(text)
+    except ValueError as exc:
+        raise InvalidTraceError(f"not valid JSON ({exc})", path=source) from exc
+    original = _events_of(doc)
+    if original is None:
+        raise InvalidTraceError("no 'traceEvents' array to add tracks to", path=source)
+    count, pid = len(original), unused_pid(doc)
+    del doc, original
+    events = added_events(pid, rank, cats, steps)
+    out = splice(text, events, source)
+    try:
+        again = _events_of(json.loads(out))
+    except ValueError as exc:  # the splice point was not where the format says it is
+        raise InvalidTraceError(f"could not add tracks ({exc})", path=source) from exc
+    if again is None or len(again) != count + len(events):
+        raise InvalidTraceError("could not add tracks (event count changed)", path=source)
+    return encode_like(head, out)
+
+
+def annotate(
+    path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    rules: str | None = None,
+    jobs: int | None = None,
+    force: bool = False,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    **parallel_options: Any,
+) -> tuple[list[AnnotatedTrace], list[str]]:
+    """Write an annotated copy of every rank file under ``path`` into ``out_dir``; returns
+    what was written and the warnings (skipped files). ``force`` allows replacing files in
+    ``out_dir`` that look like traces (earlier annotations); inputs are never written."""
+    src, dst = os.fspath(path), os.fspath(out_dir)
+    if "://" in src:
+        raise UsageError("annotate reads local trace files only", path=src)
+    load_rules(rules)
+    root = src if os.path.isdir(src) else os.path.dirname(os.path.abspath(src))
+    specs = discover(src)  # first: a missing PATH is "no traces found", whatever -o says
+    _check_out_dir(dst, root)
+    results, map_warnings = map_ranks(
+        specs, path=src, rules=rules, jobs=jobs, memory_budget=memory_budget, **parallel_options
+    )
+    warnings = list(map_warnings)
+    plan = []
+    for spec in specs:
+        for run_spec in spec.runs:
+            groups, notes = run_groups(run_spec, results)
+            warnings += notes
+            if not groups:
+                continue
+            run = build_run(run_spec.world_size, groups, run_spec.paths)
+            for raw in groups:
+                group, _ = apply_single_rank(raw)
+                by_rank = {r.rank: r for r in group}
+                waits = group_waits(group)
+                for r in group:
+                    mine = [w for w in waits if w.rank == r.rank]
+                    out = os.path.join(dst, os.path.relpath(os.path.abspath(r.path), root))
+                    check_output_path(out, [src], force)
+                    cats = category_slices(r, by_rank, mine)
+                    plan.append((r, run_spec.world_size, out, cats, step_slices(r, run.steps)))
+    written = []
+    for r, world_size, out, cats, steps in plan:
+        data = _annotated_bytes(r.path, r.rank, cats, steps, memory_budget)
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        atomic_write_bytes(out, data)
+        written.append(AnnotatedTrace(r.path, out, r.rank, world_size, len(steps), len(cats)))
+    toml = os.path.join(root, "tracescale.toml")
+    if os.path.isdir(src) and os.path.isfile(toml):
+        os.makedirs(dst, exist_ok=True)
+        shutil.copyfile(toml, os.path.join(dst, "tracescale.toml"))
+    return written, list(dict.fromkeys(warnings))

@@ -1,0 +1,137 @@
+"""One rank's attribution as trace-viewer slices: a category track and a step track (ns).
+
+The category track is the map step's categorized timeline (the tiling each step's breakdown
+is summed from) after the run-level corrections the breakdown also gets: single-rank work
+relabelled, and each instant a rank spent waiting in a collective for a late rank given what
+the late rank was doing at that instant (the cause). Slices are cut at step boundaries, so the
+slices of a step tile it exactly: their durations sum to the step to the nanosecond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.rank import RankResult
+from tracescale.classify.run import Wait
+from tracescale.classify.timeline import CAT, I64
+
+_COMM = CAT["communication"]
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One complete event of an added track: [start_ns, end_ns) on the trace's own clock."""
+
+    start_ns: int
+    end_ns: int
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def step_windows(result: RankResult) -> tuple[I64, I64, I64]:
+    """(step numbers, start ns, end ns) of the rank's step windows, on the trace's clock.
+
+    The step table keeps starts in seconds from the first window, whose start is the first
+    segment of the tiling; both are exact in float64 at nanosecond resolution.
+    """
+    steps = result.steps
+    origin = int(result.segments.start[0]) if result.segments.start.shape[0] else 0
+    start = origin + np.round(steps["start"].to_numpy(dtype=np.float64) * 1e9).astype(np.int64)
+    dur = np.round(steps["duration"].to_numpy(dtype=np.float64) * 1e9).astype(np.int64)
+    return steps["step"].to_numpy(dtype=np.int64), start, start + dur
+
+
+def _category_at(result: RankResult, times: I64) -> I64:
+    """The rank's category at each instant (-1 outside its step windows)."""
+    segs = result.segments
+    if segs.start.shape[0] == 0:
+        return np.full(times.shape[0], -1, dtype=np.int64)
+    pos = np.searchsorted(segs.start, times, side="right") - 1
+    cat = segs.cat[np.clip(pos, 0, None)].astype(np.int64)
+    cat[(pos < 0) | (times >= segs.stop)] = -1
+    return cat
+
+
+def category_slices(
+    me: RankResult, by_rank: Mapping[int, RankResult], waits: Sequence[Wait]
+) -> list[Slice]:
+    """The category track of ``me`` (see the module doc); ``waits`` are this rank's."""
+    numbers, w_start, w_end = step_windows(me)
+    segs = me.segments
+    if segs.start.shape[0] == 0 or numbers.shape[0] == 0:
+        return []
+    pieces = sorted((a, b, w) for w in waits for a, b in w.pieces)
+    pts = [segs.start, segs.end, w_start, w_end]
+    for a, b, w in pieces:
+        pts.append(np.array([a, b], dtype=np.int64))
+        late = by_rank.get(w.late_rank)
+        if late is not None and late.segments.start.shape[0]:
+            there = np.append(late.segments.start, late.segments.stop) - w.shift_ns
+            pts.append(there[(there > a) & (there < b)])
+    points = np.unique(np.concatenate(pts))
+    s, e = points[:-1], points[1:]
+    cat = _category_at(me, s)
+    wait_of = np.full(s.shape[0], -1, dtype=np.int64)
+    for k, (a, b, w) in enumerate(pieces):
+        lo, hi = np.searchsorted(s, a, side="left"), np.searchsorted(s, b, side="left")
+        wait_of[lo:hi] = k
+        late = by_rank.get(w.late_rank)
+        if late is None:
+            continue
+        theirs = _category_at(late, s[lo:hi] + w.shift_ns)
+        # What the late rank did meanwhile; while it too communicated, this stays communication.
+        take = (theirs >= 0) & (theirs != _COMM)
+        cat[lo:hi] = np.where(take, theirs, cat[lo:hi])
+    step_of = np.searchsorted(w_start, s, side="right") - 1
+    keep = (cat >= 0) & (step_of >= 0) & (s < w_end[np.clip(step_of, 0, None)])
+    s, e, cat, wait_of, step_of = s[keep], e[keep], cat[keep], wait_of[keep], step_of[keep]
+    if s.shape[0] == 0:
+        return []
+    brk = np.ones(s.shape[0], dtype=np.bool_)
+    brk[1:] = (
+        (cat[1:] != cat[:-1])
+        | (wait_of[1:] != wait_of[:-1])
+        | (step_of[1:] != step_of[:-1])
+        | (s[1:] != e[:-1])
+    )
+    first = np.flatnonzero(brk)
+    last = np.append(first[1:] - 1, s.shape[0] - 1)
+    out = []
+    for i, j in zip(first.tolist(), last.tolist(), strict=True):
+        name = CATEGORIES[int(cat[i])]
+        args: dict[str, Any] = {"category": name, "step": int(numbers[step_of[i]])}
+        if wait_of[i] >= 0:
+            w = pieces[int(wait_of[i])][2]
+            cause = name if name != "communication" else "communication (no cause found)"
+            args.update(
+                wait_for_rank=w.late_rank,
+                collective=w.collective,
+                collective_seq=w.seq,
+                cause=cause,
+                why=f"waiting in {w.collective} #{w.seq} for rank {w.late_rank}, "
+                f"which was in {name} meanwhile",
+            )
+        out.append(Slice(int(s[i]), int(e[j]), name, args))
+    return out
+
+
+def step_slices(me: RankResult, steps: pd.DataFrame) -> list[Slice]:
+    """One slice per step window, its breakdown (the report's numbers) in ``args``."""
+    numbers, w_start, w_end = step_windows(me)
+    rows = steps[steps["rank"] == me.rank].set_index("step")
+    out = []
+    for n, a, b in zip(numbers.tolist(), w_start.tolist(), w_end.tolist(), strict=True):
+        args: dict[str, Any] = {"step": n, "duration_s": (b - a) / 1e9}
+        if n in rows.index:
+            row = rows.loc[n]
+            args["breakdown_s"] = {c: float(row[c]) for c in CATEGORIES}
+            for extra in ("communication_wait", "overlapped_communication"):
+                args[f"{extra}_s"] = float(row[extra])
+        out.append(Slice(a, b, f"step {n}: {(b - a) / 1e6:.3f} ms", args))
+    return out

@@ -1,0 +1,82 @@
+"""``tracescale annotate PATH -o OUT_DIR``: copies of the traces with the attribution as tracks."""
+
+from __future__ import annotations
+
+import click
+
+from tracescale.cli.settings import CONTEXT
+
+
+@click.command(
+    epilog="Exit codes: 0 ok; 2 usage (e.g. -o would replace a trace); 3 invalid trace data; "
+    "4 no traces found.",
+    context_settings=CONTEXT,
+)
+@click.argument("path", type=click.Path())
+@click.option(
+    "--output",
+    "-o",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the annotated copies (PATH's layout is mirrored there).",
+)
+@click.option(
+    "--rules", type=click.Path(dir_okay=False), help="TOML file of name rules, as for analyze."
+)
+@click.option("--jobs", "-j", type=int, help="Worker processes (default: the cores).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Per-rank result cache.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache.")
+@click.option(
+    "--memory-budget",
+    type=float,
+    default=8.0,
+    show_default=True,
+    metavar="GB",
+    help="Largest decompressed trace file accepted.",
+)
+@click.option("--force", is_flag=True, help="Replace earlier annotated copies in OUT_DIR.")
+@click.option("--quiet", "-q", is_flag=True, help="Only errors and warnings.")
+def annotate(
+    path: str,
+    out_dir: str,
+    rules: str | None,
+    jobs: int | None,
+    cache_dir: str | None,
+    no_cache: bool,
+    memory_budget: float,
+    force: bool,
+    quiet: bool,
+) -> None:
+    """Write a copy of each rank file under PATH with two added tracks for trace viewers.
+
+    Open a copy in Perfetto (ui.perfetto.dev) or chrome://tracing: the process "tracescale
+    attribution (rank R)" has a "categories" track (each instant of each step under the
+    category it counts toward; waits for a late rank name the collective and the cause in their
+    args) and a "steps" track (each step's breakdown in seconds). The copies still load in HTA
+    and analyze exactly like the originals; the inputs are only read.
+    """
+    from tracescale.annotate import annotate as run_annotate
+
+    options: dict[str, object] = {"no_cache": no_cache}
+    if cache_dir:
+        options["cache_dir"] = cache_dir
+    written, warnings = run_annotate(
+        path,
+        out_dir,
+        rules=rules,
+        jobs=jobs,
+        force=force,
+        memory_budget=int(memory_budget * 1e9),
+        **options,
+    )
+    for w in warnings:
+        click.echo(f"tracescale: warning: {w}", err=True)
+    if quiet:
+        return
+    for t in written:
+        click.echo(
+            f"{t.output}: rank {t.rank} of {t.world_size}, "
+            f"{t.steps} steps, {t.slices} category slices"
+        )
+    click.echo(f"{len(written)} annotated trace(s) in {out_dir}")
