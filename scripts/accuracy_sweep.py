@@ -1,11 +1,19 @@
-"""Random simulated studies against their exact truth: the tolerances hidden studies check.
+"""Simulated studies against their exact truth: the tolerances hidden studies check.
 
     .venv/bin/python scripts/accuracy_sweep.py SEED COUNT
+    .venv/bin/python scripts/accuracy_sweep.py --patterns [PATTERN ...]
 
-Each study: `tracescale simulate` at N=1,2,4,8 with random parameters (strong or weak,
+Random sweep: `tracescale simulate` at N=1,2,4,8 with random parameters (strong or weak,
 stragglers, slow networks, big models, few or many buckets), analyzed and compared with
 truth.json: step time within 1%, every category within 5% of the step, serial fraction
 within 0.02, projected speedup at N=32 within 10%. Prints one line per study and the misses.
+
+Patterns: one study per training pattern (`simulate --pattern`, measured at N=1,2,4,8, or
+1..16 for multinode) projected to 2x, 4x and 8x the largest measured N, as a user would run
+`tracescale analyze STUDY --project 16,32,64`. Per pattern: attribution error at the measured
+N, the projected speedup's error against the truth at each target, and whether the truth lies
+inside the reported 90% interval. The tolerances (10% up to 4x, 15% at 8x) are reported, and
+the exit status says whether every pattern met them.
 """
 
 from __future__ import annotations
@@ -16,8 +24,19 @@ import sys
 import tempfile
 
 from tracescale.pipeline import analyze
-from tracescale.simulate import make_params, simulate
+from tracescale.simulate import make_params, pattern_params, simulate
 from tracescale.simulate.truth import true_speedup
+
+#: pattern -> measured world sizes (multi-node needs a measured run past one node)
+PATTERNS = {
+    "fsdp": [1, 2, 4, 8],
+    "tp": [1, 2, 4, 8],
+    "grad_accum": [1, 2, 4, 8],
+    "multinode": [1, 2, 4, 8, 16],
+    "launch_bound": [1, 2, 4, 8],
+    "heavy_tail": [1, 2, 4, 8],
+    "comm_types": [1, 2, 4, 8],
+}
 
 CHOICES = {
     "dl_serial": [0.0, 0.005, 0.02, 0.05],
@@ -79,7 +98,64 @@ def main(seed: int, count: int) -> int:
     return 1 if misses else 0
 
 
+def pattern_errors(pattern: str, sizes: list[int], seed: int = 0) -> dict[str, object]:
+    """Simulate one pattern study, analyze it with projections to 2x/4x/8x, compare."""
+    top = max(sizes)
+    targets = [2 * top, 4 * top, 8 * top]
+    folder = tempfile.mkdtemp(prefix=f"tracescale-{pattern}-")
+    truth = simulate(sizes, folder, pattern=pattern, seed=seed, truth_at=targets,
+                     params=pattern_params(pattern))  # fmt: skip
+    entry = analyze(folder, jobs=1, no_cache=True, project=targets).studies[0]
+    worst = 0.0
+    for run in entry["runs"]:
+        t = truth["runs"][str(run["world_size"])]
+        worst = max(
+            worst,
+            *(
+                abs(run["breakdown_s"][c] - t["breakdown"][c]) / t["step_time"]
+                for c in t["breakdown"]
+            ),
+        )
+    rows = {}
+    for proj in entry["scaling"]["projections"]:
+        n = proj["world_size"]
+        true = truth["speedup"][str(n)]
+        lo, hi = proj.get("speedup_ci90") or (float("nan"), float("nan"))
+        rows[n] = {
+            "projected": proj["speedup"],
+            "true": true,
+            "error": proj["speedup"] / true - 1,
+            "covered": lo <= true <= hi,
+        }
+    return {"folder": folder, "attribution_worst": worst, "targets": targets, "rows": rows}
+
+
+def main_patterns(names: list[str]) -> int:
+    misses = 0
+    print(f"{'pattern':<13} {'attrib':>7}  " + "  ".join(f"{'x' + str(k):>24}" for k in (2, 4, 8)))
+    for name in names or list(PATTERNS):
+        result = pattern_errors(name, PATTERNS.get(name.split(",")[0], [1, 2, 4, 8]))
+        cells = []
+        for k, n in zip((2, 4, 8), result["targets"], strict=True):  # type: ignore[call-overload]
+            row = result["rows"][n]  # type: ignore[index]
+            tol = 0.10 if k <= 4 else 0.15
+            ok = abs(row["error"]) <= tol and row["covered"]
+            misses += not ok
+            cells.append(
+                f"N={n:<4}{row['error']:+7.1%} {'in' if row['covered'] else 'out':>3} CI"
+                f"{'' if ok else ' !':>2}"
+            )
+        line = "  ".join(f"{c:>24}" for c in cells)
+        print(f"{name:<13} {result['attribution_worst']:>7.2%}  {line}", flush=True)
+    print(
+        f"{misses} projections outside 10% (<=4x) / 15% (8x) or with the truth outside the 90% CI"
+    )
+    return 1 if misses else 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--patterns":
+        sys.exit(main_patterns(sys.argv[2:]))
     sys.exit(
         main(
             int(sys.argv[1]) if len(sys.argv) > 1 else 0,

@@ -108,7 +108,7 @@ def _world_sizes(text: str, option: str) -> list[int]:
     "--steps",
     type=int,
     default=None,
-    help="Profiled steps per run [default: 5; grad_accum: 2 x accum_steps].",
+    help="Profiled steps per run [default: 5; grad_accum: 2 x accum_steps; heavy_tail: 20].",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Jitter seed.")
 @click.option(

@@ -117,15 +117,16 @@ def simulate(
     """Write the study and its truth.json; returns the truth document.
 
     ``pattern`` "ddp" (alone) is the default data-parallel study; anything else runs on the
-    event-level engine (see :mod:`tracescale.simulate.programs`). ``steps`` defaults to 5, or
-    two optimizer cycles under ``grad_accum``. ``truth_at`` adds world sizes to the truth's
-    step time and speedup. ``jobs`` > 1 writes default-study rank files in worker processes
-    (same bytes). ``progress`` receives one line per stage (the CLI prints it on stderr).
+    event-level engine (see :mod:`tracescale.simulate.programs`). ``steps`` defaults to 5, two
+    optimizer cycles under ``grad_accum``, 20 under ``heavy_tail``. ``truth_at`` adds world
+    sizes to the truth's step time and speedup. ``jobs`` > 1 writes default-study rank files
+    in worker processes (same bytes). ``progress`` gets one line per stage (CLI: on stderr).
     """
     spec = _spec(pattern)
     params = params or (SimParams() if spec.name == "ddp" else pattern_params(spec))
     if steps is None:
-        steps = max(5, 2 * spec.cycle(params.accum_steps))
+        # random per-rank delays need enough draws per rank for their distribution to show
+        steps = max(5, 2 * spec.cycle(params.accum_steps), 20 if spec.has("heavy_tail") else 0)
     if mode not in ("strong", "weak"):
         raise UsageError(f"--mode must be strong or weak, not {mode!r}")
     if steps < 1:
