@@ -71,6 +71,17 @@ def test_fsdp_compute_waits_for_its_all_gather(fsdp: tuple[Path, dict[str, Any]]
     by_corr = {e["args"]["correlation"]: e for e in events if e["cat"] == "cuda_runtime"}
     waits = [e for e in events if e["cat"] == "cuda_sync"]
     assert waits
+    ops = {e["args"]["External id"]: e for e in events if e["cat"] == "cpu_op"}
+    for call in by_corr.values():  # every record / wait is issued inside the op that needs it
+        if call["name"] in ("cudaEventRecord", "cudaStreamWaitEvent"):
+            op = ops[call["args"]["External id"]]
+            assert op["ts"] <= call["ts"] and call["ts"] + call["dur"] <= op["ts"] + op["dur"]
+            assert op["name"] in {
+                "record_param_comms",
+                "FullyShardedDataParallel._pre_forward",
+                "FullyShardedDataParallel._pre_backward_hook",
+                "FullyShardedDataParallel._post_backward_final_callback",
+            }
     compute_waits = 0
     for w in waits:
         args = w["args"]

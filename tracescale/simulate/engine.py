@@ -25,6 +25,7 @@ from tracescale.simulate.schedule import D2H_NS, ITEM_TAIL_NS, SYNC_RETURN_NS, S
 
 Times = np.ndarray  # int64, shape (replicas, ranks)
 EVENT_CALL_NS = 2_000  # host cost of cudaEventRecord / cudaStreamWaitEvent
+WRAP_NS = 500  # host time of the op around a stream wait, before and after the runtime calls
 CBID = {
     "cudaLaunchKernel": 211,
     "cudaMemcpyAsync": 41,
@@ -197,14 +198,16 @@ class Engine:
         self._gpu_busy(cat, start, end)
         return end
 
-    def event_record(self, stream: int) -> tuple[Times, int]:
+    def event_record(self, stream: int, ext: int = 0) -> tuple[Times, int]:
         """cudaEventRecord on ``stream``: the event completes when its queued work ends."""
         a = self.h
-        corr = self._runtime("cudaEventRecord", a, a + EVENT_CALL_NS, 0)
+        corr = self._runtime("cudaEventRecord", a, a + EVENT_CALL_NS, ext)
         self.h = a + EVENT_CALL_NS
         return self.free[stream].copy(), corr
 
-    def stream_wait(self, stream: int, token: tuple[Times, int], on_stream: int) -> None:
+    def stream_wait(
+        self, stream: int, token: tuple[Times, int], on_stream: int, ext: int = 0
+    ) -> None:
         """cudaStreamWaitEvent: ``stream`` runs nothing new before the event completed.
 
         Written like Kineto with cuda sync events on: the runtime call on the host and a
@@ -214,22 +217,48 @@ class Engine:
         done, record_corr = token
         a = self.h
         call_end = a + EVENT_CALL_NS
-        corr = self._runtime("cudaStreamWaitEvent", a, call_end, 0)
+        corr = self._runtime("cudaStreamWaitEvent", a, call_end, ext)
         self.h = call_end
         start = np.maximum(self.free[stream], call_end)
         end = np.maximum(start, done)
         self.free[stream] = end
-        self._gpu_event("cuda_sync", "Stream Wait Event", stream, start, end, 0, corr,
+        self._gpu_event("cuda_sync", "Stream Wait Event", stream, start, end, ext, corr,
                         cuda_sync_kind="Stream Wait Event", wait_on_stream=on_stream,
                         wait_on_cuda_event_record_corr_id=record_corr,
                         wait_on_cuda_event_id=record_corr % 4096)  # fmt: skip
 
-    def collective(self, coll: str, in_nelems: int, out_nelems: int, full_bytes: int) -> Times:
-        """One NCCL collective over the world on the NCCL stream; returns its end per rank."""
+    def wait_for(
+        self, stream: int, on_stream: int, op: str, token: tuple[Times, int] | None = None
+    ) -> None:
+        """In cpu_op ``op``, ``stream`` waits for ``token`` (or all queued on ``on_stream``)."""
+        a = self.h
+        calls = 1 if token is not None else 2
+        ext = self._host_event("cpu_op", op, a, a + calls * EVENT_CALL_NS + 2 * WRAP_NS)
+        self.h = a + WRAP_NS
+        self.stream_wait(stream, token or self.event_record(on_stream, ext), on_stream, ext)
+        self.h += WRAP_NS
+
+    def collective(
+        self,
+        coll: str,
+        in_nelems: int,
+        out_nelems: int,
+        full_bytes: int,
+        after: int | None = None,
+        record: bool = False,
+    ) -> tuple[Times, int]:
+        """One NCCL collective over the world on the NCCL stream.
+
+        As ProcessGroupNCCL does, inside ``record_param_comms``: with ``after`` the NCCL
+        stream first waits for the work queued on that stream (record + wait); with
+        ``record`` an event is recorded after the kernel (for a later wait on it). Returns
+        the kernel's end per rank and that event (end, -1 without ``record``).
+        """
         p, n, c, h = self.p, self.n, self.launch, self.h
         self.seq += 1
+        names = {"allgather": "_allgather_base", "reduce_scatter": "_reduce_scatter_base"}
         args: dict[str, Any] = {
-            "Collective name": coll if coll != "allgather" else "_allgather_base",
+            "Collective name": names.get(coll, coll),
             "In msg nelems": in_nelems,
             "Out msg nelems": out_nelems,
             "Group size": n,
@@ -241,13 +270,18 @@ class Engine:
             "Process Group Ranks": str(list(range(n))),
             "Seq": self.seq,
         }
-        if coll == "reduce_scatter":
-            args["Collective name"] = "_reduce_scatter_base"
-        self._host_event("user_annotation", comm_model.ANNOTATIONS[coll], h, h + c)
-        ext = self._host_event("cpu_op", "record_param_comms", h + c // 16, h + c - c // 16, **args)
-        launch_end = h + (c - c // 4)
+        head = 2 * EVENT_CALL_NS if after is not None else 0
+        tail = EVENT_CALL_NS if record else 0
+        total = c + head + tail
+        self._host_event("user_annotation", comm_model.ANNOTATIONS[coll], h, h + total)
+        ext = self._host_event(
+            "cpu_op", "record_param_comms", h + c // 16, h + total - c // 16, **args
+        )
+        if after is not None:
+            self.h = h + c // 16
+            self.stream_wait(COMM_STREAM, self.event_record(after, ext), after, ext)
+        launch_end = h + head + (c - c // 4)
         corr = self._runtime("cudaLaunchKernel", launch_end - c // 3, launch_end, ext)
-        self.h = h + c
         ready = np.maximum(self.free[COMM_STREAM], launch_end)
         xfer = ready.max(axis=1, keepdims=True)
         late = ready.argmax(axis=1)
@@ -260,7 +294,12 @@ class Engine:
                         grid=[8, 1, 1], block=[544, 1, 1], **args)  # fmt: skip
         if self.record and self._step is not None:
             self._step.comm.append((ready[0].copy(), int(xfer[0, 0]), int(end[0, 0]), int(late[0])))
-        return end
+        event_corr = -1
+        if record:
+            self.h = launch_end + c // 8
+            _, event_corr = self.event_record(COMM_STREAM, ext)
+        self.h = h + total
+        return end, event_corr
 
     def item_sync(self) -> None:
         """loss.item(): D2H copy, cudaStreamSynchronize until the compute stream drains."""

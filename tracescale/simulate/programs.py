@@ -28,6 +28,14 @@ PRESETS: dict[str, dict[str, float | int]] = {
     "launch_bound": {"layers": 286, "launch_overhead": 6e-6, "fwd_time": 0.008, "bwd_time": 0.016},
     "multinode": {"inter_bandwidth": 50e9 / 6, "inter_alpha": 30e-6},
 }
+FSDP_PRE_FORWARD = "FullyShardedDataParallel._pre_forward"
+FSDP_PRE_BACKWARD = "FullyShardedDataParallel._pre_backward_hook"
+#: the host op in which the compute stream waits for the step's last collective
+WAIT_OPS = {
+    "ddp": "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+    "fsdp": "FullyShardedDataParallel._post_backward_final_callback",
+    "tp": "_c10d_functional::wait_tensor",
+}
 FORWARD_NAMES = {
     "ddp": "DistributedDataParallel.forward",
     "fsdp": "FullyShardedDataParallel.forward",
@@ -79,11 +87,6 @@ def _layer_kernels(e: Engine, spec: tuple[K.KernelSpec, ...], total: Times, laye
         e.kernel(ops, name, _split(e, total, cum, layer * per + i))
 
 
-def _join(e: Engine, stream: int, on_stream: int) -> None:
-    """``stream`` waits for everything queued so far on ``on_stream`` (record + wait)."""
-    e.stream_wait(stream, e.event_record(on_stream), on_stream)
-
-
 def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
     """One ProfilerStep of every rank."""
     p = e.p
@@ -104,10 +107,9 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
              bytes=nbytes)  # fmt: skip
     if dist and spec.has("comm_types"):
         # DDP broadcasts module buffers from rank 0 before each forward; forward waits for it.
-        _join(e, COMM_STREAM, COMPUTE_STREAM)
         nel = p.bcast_bytes // 4
-        e.collective("broadcast", nel, nel, p.bcast_bytes)
-        _join(e, COMPUTE_STREAM, COMM_STREAM)
+        e.collective("broadcast", nel, nel, p.bcast_bytes, after=COMPUTE_STREAM)
+        e.wait_for(COMPUTE_STREAM, COMM_STREAM, "c10d::wait")
     fwd = e.parallel(p.fwd_time) * 1e9 * e.jitter()
     bwd = e.parallel(p.bwd_time) * 1e9 * e.jitter()
     a = e.h.copy()
@@ -127,10 +129,9 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
         _backward(e, spec, bwd, dist and spec.base == "ddp" and sync_step)
     if dist and spec.has("comm_types"):
         # the loss averaged for logging: one element, a tree with the LL protocol
-        _join(e, COMM_STREAM, COMPUTE_STREAM)
-        e.collective("allreduce", 1, 1, 4)
+        e.collective("allreduce", 1, 1, 4, after=COMPUTE_STREAM)
     if communicated or (dist and spec.has("comm_types")):
-        _join(e, COMPUTE_STREAM, COMM_STREAM)
+        e.wait_for(COMPUTE_STREAM, COMM_STREAM, WAIT_OPS[spec.base])
     if sync_step:
         sharded = spec.base in ("fsdp", "tp")
         total = (e.parallel(p.opt_time) if sharded else p.opt_time) * 1e9 * e.jitter()
@@ -155,9 +156,8 @@ def _replicated(seconds: float) -> float:
 def _tp_allreduce(e: Engine) -> None:
     """Row-parallel layer output: AllReduce of the activations; the next layer waits for it."""
     nel = e.p.act_bytes // 4
-    _join(e, COMM_STREAM, COMPUTE_STREAM)
-    e.collective("allreduce", nel, nel, e.p.act_bytes)
-    _join(e, COMPUTE_STREAM, COMM_STREAM)
+    e.collective("allreduce", nel, nel, e.p.act_bytes, after=COMPUTE_STREAM)
+    e.wait_for(COMPUTE_STREAM, COMM_STREAM, "_c10d_functional::wait_tensor")
 
 
 def _backward(e: Engine, spec: PatternSpec, bwd: Times, buckets_on: bool) -> None:
@@ -179,8 +179,8 @@ def _backward(e: Engine, spec: PatternSpec, bwd: Times, buckets_on: bool) -> Non
         if spec.base == "tp" and e.n > 1 and j % per == per - 1:
             _tp_allreduce(e)  # column-parallel input gradient
         while buckets_on and bucket < p.buckets and after[bucket] == j + 1:
-            _join(e, COMM_STREAM, COMPUTE_STREAM)
-            e.collective("allreduce", nelems[bucket], nelems[bucket], 4 * nelems[bucket])
+            nel = nelems[bucket]
+            e.collective("allreduce", nel, nel, 4 * nel, after=COMPUTE_STREAM)
             bucket += 1
 
 
@@ -192,9 +192,9 @@ def _shards(e: Engine) -> tuple[int, int]:
 
 
 def _all_gather(e: Engine) -> tuple[Times, int]:
+    """Unshard one layer (FSDP issues it from its own stream: no wait on compute)."""
     full, shard = _shards(e)
-    e.collective("allgather", shard, full, 4 * full)
-    return e.event_record(COMM_STREAM)
+    return e.collective("allgather", shard, full, 4 * full, record=True)
 
 
 def _fsdp_forward(e: Engine, fwd: Times, dist: bool) -> None:
@@ -204,7 +204,7 @@ def _fsdp_forward(e: Engine, fwd: Times, dist: bool) -> None:
     gathered = _all_gather(e) if dist else None
     for layer in range(p.layers):
         if gathered is not None:
-            e.stream_wait(COMPUTE_STREAM, gathered, COMM_STREAM)
+            e.wait_for(COMPUTE_STREAM, COMM_STREAM, FSDP_PRE_FORWARD, gathered)
             gathered = _all_gather(e) if layer + 1 < p.layers else None
         _layer_kernels(e, K.FWD_LAYER, fwd, layer, cum)
 
@@ -220,9 +220,8 @@ def _fsdp_backward(e: Engine, bwd: Times, dist: bool, reduce: bool) -> None:
     full, shard = _shards(e)
     for k, layer in enumerate(reversed(range(p.layers))):
         if gathered is not None:
-            e.stream_wait(COMPUTE_STREAM, gathered, COMM_STREAM)
+            e.wait_for(COMPUTE_STREAM, COMM_STREAM, FSDP_PRE_BACKWARD, gathered)
             gathered = _all_gather(e) if layer > 0 else None
         _layer_kernels(e, K.BWD_LAYER, bwd, k, cum)
         if dist and reduce:
-            _join(e, COMM_STREAM, COMPUTE_STREAM)
-            e.collective("reduce_scatter", full, shard, 4 * full)
+            e.collective("reduce_scatter", full, shard, 4 * full, after=COMPUTE_STREAM)
