@@ -113,6 +113,7 @@ def annotated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     res = CliRunner().invoke(cli, ["annotate", str(SIM), "-o", str(out), "-j1", "--no-cache"])
     assert res.exit_code == 0, (res.output, res.exception)
     assert "15 annotated trace(s)" in res.output
+    (out.parent / "cli-output.txt").write_text(res.output)
     after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in SIM.rglob("*") if p.is_file()}
     assert after == before, "inputs are never modified"
     return out
@@ -217,3 +218,17 @@ def test_output_rules(annotated: Path, tmp_path: Path, capsys: pytest.CaptureFix
     (tmp_path / "file").write_text("x")
     assert _exit([str(SIM / "ws1"), "-o", str(tmp_path / "file")], capsys)[0] == 2
     assert _exit([str(tmp_path / "nope"), "-o", str(tmp_path / "o")], capsys)[0] == 4
+
+
+def test_readme_shows_real_annotate_output(annotated: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(
+        r"\$ tracescale annotate sample_traces/sim_gpu_strong -o annotated/\n(.*?)```", text, re.S
+    )
+    assert block, "README's In Perfetto section"
+    actual = (
+        (annotated.parent / "cli-output.txt").read_text().replace(f"{annotated}/", "annotated/")
+    )
+    actual = actual.replace(str(annotated), "annotated/")
+    shown = [ln for ln in block.group(1).splitlines() if ln.strip() and ln != "..."]
+    assert shown and all(ln in actual.splitlines() for ln in shown), (shown, actual)
