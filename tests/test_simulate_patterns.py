@@ -322,3 +322,11 @@ def test_pattern_loads_through_analyze(tmp_path: Path, pattern: str) -> None:
             assert run["breakdown_s"][c] == pytest.approx(
                 t["breakdown"][c], abs=0.02 * t["step_time"]
             )
+
+
+def test_default_study_reports_progress_on_stderr(tmp_path: Path) -> None:
+    args = ["--world-sizes", "1,8", "--out", str(tmp_path), "--steps", "1", "--set", "layers=1"]
+    result = CliRunner().invoke(simulate_cmd, args)
+    assert result.exit_code == 0, result.output
+    assert "simulating ddp N=8" in result.stderr and "N=8: wrote 8/8 rank files" in result.stderr
+    assert result.stdout.startswith("wrote 9 rank traces for N=1,8 (strong)")
