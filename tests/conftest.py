@@ -23,6 +23,29 @@ def require_module(name: str, reason: str) -> ModuleType:
     return pytest.importorskip(name, reason=reason)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--artifacts-dir",
+        "--screenshot-dir",
+        dest="artifacts_dir",
+        default=os.environ.get("TRACESCALE_ARTIFACTS") or None,
+        help="Keep report screenshots and terminal captures here (default: pytest's tmp dirs).",
+    )
+
+
+@pytest.fixture
+def artifacts_dir(request: pytest.FixtureRequest, tmp_path):
+    """Where a test keeps what a reviewer should look at: --artifacts-dir, else its tmp dir."""
+    from pathlib import Path
+
+    chosen = request.config.getoption("artifacts_dir")
+    if not chosen:
+        return tmp_path
+    out = Path(chosen)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 @pytest.fixture
 def shared_traces():
     """The real traces beside the checkout (../shared/traces), or skip where absent."""

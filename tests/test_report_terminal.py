@@ -1,15 +1,14 @@
 """The terminal report at 80 and 200 columns: never wider than the terminal, no wrapped cells.
 
 Every shipped study (sample_traces/*) and the real ones beside the checkout (../shared) is
-analyzed once and rendered at both widths; the text is kept under the test's tmp dir (and
-under ``$TRACESCALE_ARTIFACTS/terminal`` when set) so a reviewer can read it.
+analyzed once and rendered at both widths; the text is kept under the test's tmp dir, or
+under ``--artifacts-dir``/terminal (``$TRACESCALE_ARTIFACTS``) so a reviewer can read it.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -55,15 +54,11 @@ def shared_docs() -> dict[str, dict[str, Any]]:
     return {name: _analyze(root / name) for name in SHARED}
 
 
-def _keep(tmp_path: Path, name: str, text: str) -> None:
-    """The rendered text as a test artifact (tmp dir, and $TRACESCALE_ARTIFACTS if set)."""
-    safe = name.replace("/", "_")
-    (tmp_path / f"{safe}.txt").write_text(text, encoding="utf-8")
-    extra = os.environ.get("TRACESCALE_ARTIFACTS")
-    if extra:
-        out = Path(extra) / "terminal"
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{safe}.txt").write_text(text, encoding="utf-8")
+def _keep(folder: Path, name: str, text: str) -> None:
+    """The rendered text as a test artifact (see the artifacts_dir fixture)."""
+    out = folder / "terminal"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name.replace('/', '_')}.txt").write_text(text, encoding="utf-8")
 
 
 def _check_width(text: str, width: int) -> list[str]:
@@ -105,33 +100,33 @@ def _check_study_text(doc: dict[str, Any], width: int) -> list[str]:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_shipped_studies_fit_the_terminal(
-    sample_docs: dict[str, dict[str, Any]], width: int, tmp_path: Path
+    sample_docs: dict[str, dict[str, Any]], width: int, artifacts_dir: Path
 ) -> None:
     for name, doc in sample_docs.items():
         squeezed = _check_study_text(doc, width)
-        _keep(tmp_path, f"{name}_{width}", render(doc, "table", width=width))
+        _keep(artifacts_dir, f"{name}_{width}", render(doc, "table", width=width))
         assert "World sizes measured: 1, 2, 4" + (", 8" if "sim" in name else "") in squeezed
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_real_studies_fit_the_terminal(
-    shared_docs: dict[str, dict[str, Any]], width: int, tmp_path: Path
+    shared_docs: dict[str, dict[str, Any]], width: int, artifacts_dir: Path
 ) -> None:
     for name, doc in shared_docs.items():
         _check_study_text(doc, width)
-        _keep(tmp_path, f"{name}_{width}", render(doc, "table", width=width))
+        _keep(artifacts_dir, f"{name}_{width}", render(doc, "table", width=width))
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_real_compare_fits_the_terminal(
-    shared_docs: dict[str, dict[str, Any]], width: int, tmp_path: Path
+    shared_docs: dict[str, dict[str, Any]], width: int, artifacts_dir: Path
 ) -> None:
     from tracescale.comparison import compare_docs
 
     before = shared_docs["tb_plugin/resnet50_num_workers_0"]
     after = shared_docs["tb_plugin/resnet50_num_workers_4"]
     text = render_compare(compare_docs(before, after), "table", width=width)
-    _keep(tmp_path, f"compare_tb_plugin_{width}", text)
+    _keep(artifacts_dir, f"compare_tb_plugin_{width}", text)
     squeezed = _squeeze(_check_width(text, width))
     assert "Verdict" in squeezed and "Step time (mean per step)" in squeezed
 
@@ -147,11 +142,11 @@ def test_wide_layout_keeps_every_run_in_one_table(sample_docs: dict[str, dict[st
     assert "  1. " + "word " * 34 + "word" in out.splitlines()
 
 
-def test_narrow_layout_exact(tmp_path: Path) -> None:
+def test_narrow_layout_exact(artifacts_dir: Path) -> None:
     """The hand-made study at 80 columns: the breakdown splits, prose wraps with an indent."""
     doc = json.loads(FIXTURE.read_text())
     text = render(doc, "table", width=80)
-    _keep(tmp_path, "fixture_80", text)
+    _keep(artifacts_dir, "fixture_80", text)
     lines = text.splitlines()
     start = lines.index("Findings")
     assert lines[start : start + 7] == [

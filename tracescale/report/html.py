@@ -14,7 +14,7 @@ from typing import Any
 from tracescale.report.render import _finite
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
 
-_RUN_KEYS = ("world_size", "step_time_s", "breakdown_s", "per_rank")
+_RUN_KEYS = ("world_size", "step_time_s", "breakdown_s", "per_rank", "stragglers")
 _SCALING_KEYS = (
     "baseline_world_size",
     "points",

@@ -1,4 +1,7 @@
-/* tracescale report charts: inline SVG drawn from the JSON embedded in the page (no network). */
+/* tracescale report charts: inline SVG drawn from the JSON embedded in the page (no network).
+   Each chart is drawn at its box's real pixel width, so text stays 11px at any window size and
+   margins come from the measured width of the labels: no label is clipped or drawn over another.
+   Only what the document holds is drawn; nothing is derived except positions. */
 (function () {
   "use strict";
   var COLORS = {compute: "#4e79a7", memcpy: "#76b7b2", communication: "#e15759", dataloader: "#f28e2b",
@@ -6,32 +9,57 @@
   var EXTRA = ["#59a14f", "#edc948", "#ff9da7", "#8cd17d", "#499894"];
   var LABELS = {compute: "Compute", memcpy: "Memory copies", communication: "Communication",
     dataloader: "Data loading", sync: "Synchronization", reduction: "Reduction", host: "Host overhead", idle: "Idle"};
-  var W = 540, H = 300, M = {l: 56, r: 16, t: 14, b: 40};
+  var FONT = 11, LINE = 14, H = 300, PAD = 6;
+  var measureCtx = null;
 
   function esc(s) { return String(s).replace(/[&<>"]/g, function (c) { return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]; }); }
   function num(v) { return (typeof v === "number" && isFinite(v)) ? v : null; }
   function color(c, i) { return COLORS[c] || EXTRA[i % EXTRA.length]; }
   function label(c) { return LABELS[c] || c; }
-  function ms(s) { return s >= 1 ? s.toPrecision(3) + " s" : (s * 1000).toFixed(1) + " ms"; }
-  function fixed(v, d) { return v.toFixed(d); }
   function r1(v) { return Math.round(v * 10) / 10; }
+  function sig(v, d) { return Number(v.toPrecision(d)).toString(); }
+  function ms(s) {
+    var a = Math.abs(s);
+    if (a >= 1) { return sig(s, 3) + " s"; }
+    if (a >= 1e-3) { return (s * 1000).toFixed(1) + " ms"; }
+    return a === 0 ? "0 ms" : Math.round(s * 1e6) + " \u00b5s";
+  }
+  function times(v) { var a = Math.abs(v); return (a < 10 ? v.toFixed(2) : a < 100 ? v.toFixed(1) : Math.round(v).toString()) + "x"; }
+  function pct(v) { return (v * 100).toFixed(1) + "%"; }
 
+  /* Width of a label in px at the chart font (canvas metrics; a fair guess without a canvas). */
+  function tw(s) {
+    if (measureCtx === null) {
+      try { measureCtx = document.createElement("canvas").getContext("2d") || false; } catch (e) { measureCtx = false; }
+      if (measureCtx) { measureCtx.font = FONT + "px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"; }
+    }
+    return measureCtx ? measureCtx.measureText(String(s)).width : String(s).length * FONT * 0.62;
+  }
+
+  /* Round tick values and a formatter with as many decimals as the step needs (no 0.6000000000000001). */
   function niceTicks(lo, hi, n) {
     if (!(hi > lo)) { hi = lo + 1; }
     var step = Math.pow(10, Math.floor(Math.log10((hi - lo) / n)));
     var err = (hi - lo) / n / step;
     step *= err >= 7.5 ? 10 : err >= 3.5 ? 5 : err >= 1.5 ? 2 : 1;
-    var out = [];
-    for (var v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) { out.push(v); }
-    return out;
+    var dec = Math.max(0, -Math.floor(Math.log10(step) + 1e-9)), out = [];
+    // The last tick is at or above hi, so the plot's top edge is a labelled gridline.
+    for (var k = Math.ceil(lo / step - 1e-9); out.length < 2 || out[out.length - 1] < hi - step * 1e-9; k++) { out.push(Number((k * step).toFixed(dec))); }
+    return {values: out, dec: dec, top: out[out.length - 1]};
   }
-  function linY(lo, hi) { return function (v) { return M.t + (H - M.t - M.b) * (1 - (v - lo) / (hi - lo)); }; }
-  function logX(lo, hi) {
-    var a = Math.log2(lo), b = Math.log2(hi);
+
+  function frame(W, yTicks, yfmt, yTitle, xTitle) {
+    var labels = yTicks.values.map(yfmt), wide = Math.max.apply(null, labels.map(tw).concat([0]));
+    var M = {l: PAD + LINE + 8 + wide + 6, r: 14, t: 12, b: 20 + 2 * LINE};
+    return {W: W, H: H, M: M, labels: labels, yTitle: yTitle, xTitle: xTitle, x0: M.l, x1: W - M.r, y0: M.t, y1: H - M.b};
+  }
+  function linY(f, lo, hi) { return function (v) { return f.y0 + (f.y1 - f.y0) * (1 - (v - lo) / (hi - lo)); }; }
+  function logX(f, lo, hi) {
+    var a = Math.log2(lo), b = Math.log2(hi), pad = 0.04;
     if (b <= a) { b = a + 1; a -= 1; }
-    return function (v) { return M.l + (W - M.l - M.r) * (Math.log2(v) - a) / (b - a); };
+    var span = b - a; a -= span * pad; b += span * pad;
+    return function (v) { return f.x0 + (f.x1 - f.x0) * (Math.log2(v) - a) / (b - a); };
   }
-  function svg(body) { return '<svg viewBox="0 0 ' + W + " " + H + '" role="img">' + body + "</svg>"; }
   function line(x1, y1, x2, y2, st) { return '<line x1="' + r1(x1) + '" y1="' + r1(y1) + '" x2="' + r1(x2) + '" y2="' + r1(y2) + '" ' + (st || 'stroke="#ccd3da"') + "/>"; }
   function text(x, y, s, anchor, extra) { return '<text x="' + r1(x) + '" y="' + r1(y) + '" text-anchor="' + (anchor || "middle") + '" ' + (extra || "") + ">" + esc(s) + "</text>"; }
   function path(pts, st) {
@@ -39,23 +67,56 @@
     return '<path fill="none" d="M' + pts.map(function (p) { return r1(p[0]) + "," + r1(p[1]); }).join("L") + '" ' + st + "/>";
   }
   function dot(x, y, c, tip, r) { return '<circle cx="' + r1(x) + '" cy="' + r1(y) + '" r="' + (r || 4) + '" fill="' + c + '"><title>' + esc(tip) + "</title></circle>"; }
-  function yAxis(lo, hi, y, fmt, title) {
-    var s = "";
-    niceTicks(lo, hi, 5).forEach(function (v) { s += line(M.l, y(v), W - M.r, y(v)) + text(M.l - 6, y(v) + 4, fmt(v), "end"); });
-    return s + text(14, (H - M.b + M.t) / 2, title, "middle", 'transform="rotate(-90 14 ' + (H - M.b + M.t) / 2 + ')"');
+  function rect(x, y, w, h, fill, tip, extra) {
+    return '<rect x="' + r1(x) + '" y="' + r1(y) + '" width="' + r1(Math.max(w, 0.5)) + '" height="' + r1(Math.max(h, 0)) + '" fill="' + fill + '"' + (extra || "") + ">" + (tip ? "<title>" + esc(tip) + "</title>" : "") + "</rect>";
   }
-  function xAxisLog(ns, x) {
+  function yAxis(f, ticks, y) {
     var s = "";
-    ns.forEach(function (n) { s += line(x(n), H - M.b, x(n), H - M.b + 4, 'stroke="#666"') + text(x(n), H - M.b + 16, String(n)); });
-    return s + line(M.l, H - M.b, W - M.r, H - M.b, 'stroke="#666"') + text((M.l + W - M.r) / 2, H - 6, "GPUs (N, log scale)");
+    ticks.values.forEach(function (v, i) { s += line(f.x0, y(v), f.x1, y(v)) + text(f.x0 - 6, y(v) + 4, f.labels[i], "end"); });
+    var mid = (f.y0 + f.y1) / 2, tx = PAD + LINE / 2 + 3;
+    return s + text(tx, mid, f.yTitle, "middle", 'dominant-baseline="central" transform="rotate(-90 ' + r1(tx) + " " + r1(mid) + ')"');
+  }
+  /* Labels under the x axis, centred at xs: every k-th one when they would touch (k = 1, 2,
+     4, 5, 8, 10, ...), the ones ``always`` names first; a label that would touch a drawn one
+     or leave the svg is skipped. */
+  function xLabels(f, xs, labels, row, always) {
+    var gap = xs.length > 1 ? Math.abs(xs[1] - xs[0]) : Infinity, wide = Math.max.apply(null, labels.map(tw).concat([0])) + 6;
+    var k = 1, steps = [1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500, 512, 1000, 1024];
+    for (var i = 0; i < steps.length; i++) { k = steps[i]; if (gap * k >= wide) { break; } }
+    var y = f.y1 + 16 + (row || 0) * LINE, taken = [], s = "";
+    var order = xs.map(function (x, j) { return j; });
+    var first = order.filter(function (j) { return always && always(j); });
+    order = first.concat(order.filter(function (j) { return j % k === 0 && first.indexOf(j) < 0; }));
+    order.forEach(function (j) {
+      var w = tw(labels[j]), a = xs[j] - w / 2 - 2, b = xs[j] + w / 2 + 2;
+      if (a < 1 || b > f.W - 1) { return; }
+      if (taken.some(function (t) { return a < t[1] && b > t[0]; })) { return; }
+      taken.push([a, b]);
+      s += text(xs[j], y, labels[j]);
+    });
+    return s;
+  }
+  function xAxisLog(f, ns, x) {
+    var s = "";
+    ns.forEach(function (n) { s += line(x(n), f.y1, x(n), f.y1 + 4, 'stroke="#666"'); });
+    s += xLabels(f, ns.map(x), ns.map(String));
+    return s + line(f.x0, f.y1, f.x1, f.y1, 'stroke="#666"') + text((f.x0 + f.x1) / 2, f.H - 8, f.xTitle);
   }
   function legend(items) {
     return '<div class="legend">' + items.map(function (it) { return '<span><i style="background:' + it[1] + '"></i>' + esc(it[0]) + "</span>"; }).join("") + "</div>";
   }
-  function chart(title, body, leg) { return '<div class="chart"><h4>' + esc(title) + "</h4>" + svg(body) + (leg || "") + "</div>"; }
+  /* data-plot: the plotting area, so a check can tell that every mark stays inside it. */
+  function svg(f, body) {
+    var plot = f.x0 !== undefined ? ' data-plot="' + [f.x0, f.y0, f.x1, f.y1].map(r1).join(" ") + '"' : "";
+    return '<svg viewBox="0 0 ' + f.W + " " + f.H + '" width="' + f.W + '" height="' + f.H + '" role="img"' + plot + ">" + body + "</svg>";
+  }
   function uniq(a) { return a.filter(function (v, i) { return a.indexOf(v) === i; }).sort(function (p, q) { return p - q; }); }
   function runsOf(st) { return (st.runs || []).slice().sort(function (a, b) { return a.world_size - b.world_size; }); }
-  function projsOf(st) { return ((st.scaling || {}).projections || []).filter(function (p) { return num(p.world_size) && num(p.step_time_s); }); }
+  function projsOf(st) { return ((st.scaling || {}).projections || []).filter(function (p) { return num(p.world_size) && num(p.step_time_s) !== null; }); }
+  function msTicks(ymax) {
+    var t = niceTicks(0, ymax * 1000, 5);
+    return {ticks: {values: t.values.map(function (v) { return v / 1000; }), dec: t.dec}, top: t.top / 1000, fmt: function (v) { return (v * 1000).toFixed(t.dec); }};
+  }
   function whatIfs(st) {
     var groups = {};
     ((st.scaling || {}).what_if || []).forEach(function (e) {
@@ -65,27 +126,47 @@
     });
     return groups;
   }
+  /* Points of a polyline kept inside [lo, hi] vertically: the segment leaving the range ends on its edge. */
+  function clipTo(pts, top) {
+    var out = [];
+    for (var i = 0; i < pts.length; i++) {
+      if (pts[i][1] >= top) { out.push(pts[i]); continue; }
+      if (i > 0 && pts[i - 1][1] >= top) {
+        var p = pts[i - 1], q = pts[i], t = (p[1] - top) / (p[1] - q[1]);
+        out.push([p[0] + (q[0] - p[0]) * t, top]);
+      }
+      break;
+    }
+    return out;
+  }
 
-  function speedupChart(st) {
+  function speedupChart(st, W) {
     var sc = st.scaling || {}, base = num(sc.baseline_world_size) || 1;
     var pts = (sc.points || []).filter(function (p) { return num(p.speedup) !== null; });
     var projs = projsOf(st).filter(function (p) { return num(p.speedup) !== null; });
     var wi = whatIfs(st), amdahl = num(sc.amdahl_limit);
     var ns = uniq(pts.map(function (p) { return p.world_size; }).concat(projs.map(function (p) { return p.world_size; })));
-    if (!ns.length) { return ""; }
+    if (!ns.length) { return null; }
     var vals = pts.map(function (p) { return p.speedup; }).concat(projs.map(function (p) { return p.speedup; }));
-    Object.keys(wi).forEach(function (k) { wi[k].forEach(function (p) { if (num(p.speedup)) { vals.push(p.speedup); } }); });
-    pts.forEach(function (p) { if (num(p.gustafson_speedup)) { vals.push(p.gustafson_speedup); } });
-    var ymax = Math.max.apply(null, vals.concat([amdahl && amdahl < 4 * Math.max.apply(null, vals) ? amdahl : 0])) * 1.25;
-    var x = logX(ns[0], ns[ns.length - 1]), y = linY(0, ymax), s = yAxis(0, ymax, y, function (v) { return v + "x"; }, "speedup") + xAxisLog(ns, x);
+    Object.keys(wi).forEach(function (k) { wi[k].forEach(function (p) { if (num(p.speedup) !== null) { vals.push(p.speedup); } }); });
+    pts.forEach(function (p) { if (num(p.gustafson_speedup) !== null) { vals.push(p.gustafson_speedup); } });
+    var top = Math.max.apply(null, vals.concat([1]));
+    var ymax = Math.max(top, amdahl && amdahl < 4 * top ? amdahl : 0) * 1.1;
+    var ticks = niceTicks(0, ymax, 5);
+    ymax = ticks.top;
+    var f = frame(W, ticks, function (v) { return v.toFixed(ticks.dec) + "x"; }, "speedup", "GPUs (N, log scale)");
+    var x = logX(f, ns[0], ns[ns.length - 1]), y = linY(f, 0, ymax), s = yAxis(f, ticks, y) + xAxisLog(f, ns, x);
     var ideal = [], lo = Math.log2(ns[0]), hi = Math.log2(ns[ns.length - 1]);
-    for (var i = 0; i <= 60; i++) { var n = Math.pow(2, lo + (hi - lo) * i / 60), v = n / base; if (v > ymax) { break; } ideal.push([x(n), y(v)]); }
-    s += path(ideal, 'stroke="#888" stroke-dasharray="4 3"');
-    if (amdahl && amdahl < ymax) { s += line(M.l, y(amdahl), W - M.r, y(amdahl), 'stroke="#d62728" stroke-dasharray="2 3"') + text(W - M.r - 4, y(amdahl) - 5, "Amdahl ceiling " + fixed(amdahl, 2) + "x", "end", 'style="fill:#d62728"'); }
+    for (var i = 0; i <= 60; i++) { var n = Math.pow(2, lo + (hi - lo) * i / 60); ideal.push([x(n), y(n / base)]); }
+    s += path(clipTo(ideal, f.y0), 'stroke="#888" stroke-dasharray="4 3"');
+    if (amdahl && amdahl < ymax) {
+      var lab = "Amdahl ceiling " + times(amdahl), ly = y(amdahl) - 5 - FONT < f.y0 ? y(amdahl) + 5 + FONT : y(amdahl) - 5;
+      s += line(f.x0, y(amdahl), f.x1, y(amdahl), 'stroke="#d62728" stroke-dasharray="2 3"') + text(f.x1 - 4, ly, lab, "end", 'style="fill:#d62728"');
+    }
     var curve = (sc.curve || []).filter(function (p) { return num(p.world_size) && num(p.speedup) !== null && p.world_size >= ns[0] && p.world_size <= ns[ns.length - 1]; });
     var fitted = curve.length > 1 ? curve : pts.slice(-1).concat(projs);
-    s += path(fitted.map(function (p) { return [x(p.world_size), y(p.speedup)]; }), 'stroke="#f28e2b" stroke-width="2" stroke-dasharray="6 3"');
-    projs.forEach(function (p) { s += dot(x(p.world_size), y(p.speedup), "#f28e2b", "projected N=" + p.world_size + ": " + fixed(p.speedup, 2) + "x"); });
+    s += path(clipTo(fitted.map(function (p) { return [x(p.world_size), y(p.speedup)]; }), f.y0), 'stroke="#f28e2b" stroke-width="2" stroke-dasharray="6 3"');
+    projs.forEach(function (p) { s += dot(x(p.world_size), y(p.speedup), "#f28e2b", "projected N=" + p.world_size + ": " + times(p.speedup)); });
     var k = 0, leg = [["ideal", "#888"], ["measured", "#1f77b4"], [curve.length > 1 ? "model (fitted)" : "model (projected)", "#f28e2b"]];
     Object.keys(wi).forEach(function (name) {
       var c = EXTRA[k++ % EXTRA.length], ws = pts.slice(-1).concat(wi[name].filter(function (p) { return num(p.speedup) !== null; }));
@@ -98,143 +179,206 @@
       leg.push(["Gustafson scaled speedup", "#59a14f"]);
     }
     s += path(pts.map(function (p) { return [x(p.world_size), y(p.speedup)]; }), 'stroke="#1f77b4" stroke-width="2"');
-    pts.forEach(function (p) { s += dot(x(p.world_size), y(p.speedup), "#1f77b4", "measured N=" + p.world_size + ": " + fixed(p.speedup, 2) + "x"); });
+    pts.forEach(function (p) { s += dot(x(p.world_size), y(p.speedup), "#1f77b4", "measured N=" + p.world_size + ": " + times(p.speedup)); });
     if (amdahl) { leg.push(["Amdahl ceiling", "#d62728"]); }
-    return chart("Speedup: measured, model and ideal", s, legend(leg));
+    return {title: "Speedup: measured, model and ideal", svg: svg(f, s), legend: legend(leg)};
   }
 
-  function stackedChart(st) {
+  function barLabels(f, bars, xs, bw) {
+    var s = xLabels(f, xs, bars.map(function (b) { return String(b.n); }));
+    var projXs = [], projLab = [];
+    bars.forEach(function (b, i) { if (b.proj) { projXs.push(xs[i]); projLab.push(bw > tw("proj.") + 4 ? "proj." : "p"); } });
+    if (projXs.length) {
+      var f2 = {y1: f.y1, W: f.W};
+      s += xLabels(f2, projXs, projLab, 1);
+    }
+    return s;
+  }
+
+  function stackedChart(st, W) {
     var cats = st.categories || Object.keys(COLORS);
     var bars = runsOf(st).map(function (r) { return {n: r.world_size, bd: r.breakdown_s || {}, proj: false}; })
       .concat(projsOf(st).filter(function (p) { return p.breakdown_s && Object.keys(p.breakdown_s).length; })
         .map(function (p) { return {n: p.world_size, bd: p.breakdown_s, proj: true}; }));
-    if (!bars.length) { return ""; }
-    var tot = bars.map(function (b) { return cats.reduce(function (a, c) { return a + (num(b.bd[c]) || 0); }, 0); });
-    var ymax = Math.max.apply(null, tot) * 1.1 || 1, y = linY(0, ymax), s = yAxis(0, ymax, y, function (v) { return (v * 1000).toFixed(0); }, "ms per step");
-    var bw = (W - M.l - M.r) / bars.length;
+    if (!bars.length) { return null; }
+    var tot = bars.map(function (b) { return cats.reduce(function (a, c) { return a + Math.max(num(b.bd[c]) || 0, 0); }, 0); });
+    var t = msTicks(Math.max.apply(null, tot) * 1.05 || 1e-3), ymax = t.top;
+    var f = frame(W, t.ticks, t.fmt, "ms per step", "");
+    var y = linY(f, 0, ymax), s = yAxis(f, t.ticks, y), bw = (f.x1 - f.x0) / bars.length, xs = [];
     bars.forEach(function (b, i) {
-      var acc = 0, x0 = M.l + i * bw + bw * 0.15;
+      var acc = 0, x0 = f.x0 + i * bw + bw * 0.15;
+      xs.push(x0 + bw * 0.35);
       cats.forEach(function (c, ci) {
         var v = num(b.bd[c]) || 0;
         if (v <= 0) { return; }
-        s += '<rect x="' + r1(x0) + '" y="' + r1(y(acc + v)) + '" width="' + r1(bw * 0.7) + '" height="' + r1(y(acc) - y(acc + v)) + '" fill="' + color(c, ci) + '"' + (b.proj ? ' fill-opacity="0.55"' : "") + "><title>" + esc("N=" + b.n + (b.proj ? " (projected) " : " ") + label(c) + ": " + ms(v)) + "</title></rect>";
+        s += rect(x0, y(acc + v), bw * 0.7, y(acc) - y(acc + v), color(c, ci), "N=" + b.n + (b.proj ? " (projected) " : " ") + label(c) + ": " + ms(v), b.proj ? ' fill-opacity="0.55"' : "");
         acc += v;
       });
-      s += text(x0 + bw * 0.35, H - M.b + 16, String(b.n)) + (b.proj ? text(x0 + bw * 0.35, H - M.b + 28, "proj.") : "");
     });
-    s += line(M.l, H - M.b, W - M.r, H - M.b, 'stroke="#666"');
-    return chart("Time per step by category vs N (measured, then projected)", s, legend(cats.map(function (c, i) { return [label(c), color(c, i)]; })));
+    s += barLabels(f, bars, xs, bw) + line(f.x0, f.y1, f.x1, f.y1, 'stroke="#666"');
+    return {title: "Time per step by category vs N (measured, then projected)", svg: svg(f, s), legend: legend(cats.map(function (c, i) { return [label(c), color(c, i)]; }))};
   }
 
-  function serialChart(st) {
+  function serialChart(st, W) {
     var sf = (st.scaling || {}).serial_fraction || {}, bc = sf.by_category || {};
     var cats = Object.keys(bc).filter(function (c) { return num(bc[c]) !== null; }).sort(function (a, b) { return bc[b] - bc[a]; });
-    if (!cats.length) { return ""; }
-    var total = num(sf.total) || cats.reduce(function (a, c) { return a + bc[c]; }, 0);
-    var xmax = Math.max(total, 0.01) * 1.15, rowH = Math.min(28, (H - M.t - M.b) / (cats.length + 1)), left = 130;
-    var xs = function (v) { return left + (W - left - M.r - 60) * v / xmax; }, s = "";
-    cats.concat(["total"]).forEach(function (c, i) {
-      var v = c === "total" ? total : bc[c], yy = M.t + i * rowH, col = c === "total" ? "#1d2733" : color(c, i);
-      s += text(left - 6, yy + rowH * 0.65, c === "total" ? "Total" : label(c), "end");
-      s += '<rect x="' + left + '" y="' + r1(yy + rowH * 0.15) + '" width="' + r1(Math.max(0.5, xs(v) - left)) + '" height="' + r1(rowH * 0.7) + '" fill="' + col + '"><title>' + esc(label(c) + ": " + (v * 100).toFixed(1) + "% of T(1)") + "</title></rect>";
-      var tx = c === "total" && sf.ci90 && num(sf.ci90[1]) !== null ? Math.max(xs(v), xs(sf.ci90[1])) : xs(v);
-      s += text(tx + 4, yy + rowH * 0.65, (v * 100).toFixed(1) + "%" + (v > 0 ? "  (cap " + fixed(1 / v, 1) + "x)" : ""), "start");
-    });
-    var ci = sf.ci90;
-    if (ci && num(ci[0]) !== null && num(ci[1]) !== null) {
-      var yy = M.t + cats.length * rowH + rowH / 2;
-      s += line(xs(ci[0]), yy, xs(ci[1]), yy, 'stroke="#f0b400" stroke-width="3"');
+    if (!cats.length) { return null; }
+    var total = num(sf.total), ci = sf.ci90 && num(sf.ci90[0]) !== null && num(sf.ci90[1]) !== null ? sf.ci90 : null;
+    var rows = cats.map(function (c, i) { return {name: label(c), v: Math.max(bc[c], 0), col: color(c, i), lab: pct(bc[c])}; });
+    if (total !== null) {
+      rows.push({name: "Total", v: Math.max(total, 0), col: "#1d2733", lab: pct(total) + (ci ? " (90% CI " + pct(ci[0]) + "\u2013" + pct(ci[1]) + ")" : "")});
     }
-    return chart("Serial fraction by category (share of T(1) that does not shrink)", s, legend([["total with 90% interval", "#f0b400"]]));
+    var rowH = 24, fh = 12 + rows.length * rowH + 8;
+    var left = PAD + Math.max.apply(null, rows.map(function (r) { return tw(r.name); })) + 8;
+    var reserve = Math.max.apply(null, rows.map(function (r) { return tw(r.lab); })) + 10;
+    var xmax = Math.max.apply(null, rows.map(function (r) { return r.v; }).concat([ci ? ci[1] : 0, 0.01]));
+    var span = Math.max(W - left - 14 - reserve, 20), xs = function (v) { return left + span * Math.max(v, 0) / xmax; }, s = "";
+    rows.forEach(function (r, i) {
+      var yy = 12 + i * rowH, isTotal = r.name === "Total" && i === rows.length - 1;
+      s += text(left - 6, yy + rowH * 0.5 + 4, r.name, "end");
+      s += rect(left, yy + rowH * 0.15, xs(r.v) - left, rowH * 0.7, r.col, r.name + ": " + r.lab + " of T(1)");
+      var tx = xs(r.v);
+      if (isTotal && ci) {
+        s += line(xs(ci[0]), yy + rowH / 2, xs(ci[1]), yy + rowH / 2, 'stroke="#f0b400" stroke-width="3"');
+        tx = Math.max(tx, xs(ci[1]));
+      }
+      s += text(tx + 5, yy + rowH * 0.5 + 4, r.lab, "start");
+    });
+    var f = {W: W, H: fh};
+    return {title: "Serial fraction by category (share of T(1) that does not shrink)", svg: svg(f, s), legend: legend([["total with 90% interval", "#f0b400"]])};
   }
 
-  function intervalChart(st) {
+  function intervalChart(st, W) {
     var runs = runsOf(st).filter(function (r) { return num((r.step_time_s || {}).mean) !== null; }), projs = projsOf(st);
     var ns = uniq(runs.map(function (r) { return r.world_size; }).concat(projs.map(function (p) { return p.world_size; })));
-    if (!ns.length) { return ""; }
+    if (!ns.length) { return null; }
     var vals = [];
     runs.forEach(function (r) { vals.push(r.step_time_s.mean, num(r.step_time_s.p90) || 0); });
-    projs.forEach(function (p) { vals.push(p.step_time_s, p.ci90 && num(p.ci90[1]) ? p.ci90[1] : 0); });
-    var ymax = Math.max.apply(null, vals) * 1.1, x = logX(ns[0], ns[ns.length - 1]), y = linY(0, ymax);
-    var s = yAxis(0, ymax, y, function (v) { return (v * 1000).toFixed(0); }, "ms per step") + xAxisLog(ns, x);
+    projs.forEach(function (p) { vals.push(p.step_time_s, p.ci90 && num(p.ci90[1]) !== null ? p.ci90[1] : 0); });
+    var t = msTicks(Math.max.apply(null, vals) * 1.05 || 1e-3), ymax = t.top;
+    var f = frame(W, t.ticks, t.fmt, "ms per step", "GPUs (N, log scale)");
+    var x = logX(f, ns[0], ns[ns.length - 1]), y = linY(f, 0, ymax);
+    var s = yAxis(f, t.ticks, y) + xAxisLog(f, ns, x);
     function whisker(n, lo, hi, c) { return line(x(n), y(lo), x(n), y(hi), 'stroke="' + c + '" stroke-width="2"') + line(x(n) - 5, y(lo), x(n) + 5, y(lo), 'stroke="' + c + '"') + line(x(n) - 5, y(hi), x(n) + 5, y(hi), 'stroke="' + c + '"'); }
     runs.forEach(function (r) {
-      var t = r.step_time_s;
-      if (num(t.p10) !== null && num(t.p90) !== null) { s += whisker(r.world_size, t.p10, t.p90, "#1f77b4"); }
-      s += dot(x(r.world_size), y(t.mean), "#1f77b4", "measured N=" + r.world_size + ": " + ms(t.mean));
+      var q = r.step_time_s;
+      if (num(q.p10) !== null && num(q.p90) !== null) { s += whisker(r.world_size, q.p10, q.p90, "#1f77b4"); }
+      s += dot(x(r.world_size), y(q.mean), "#1f77b4", "measured N=" + r.world_size + ": " + ms(q.mean));
     });
     projs.forEach(function (p) {
       if (p.ci90 && num(p.ci90[0]) !== null && num(p.ci90[1]) !== null) { s += whisker(p.world_size, p.ci90[0], p.ci90[1], "#f28e2b"); }
       s += dot(x(p.world_size), y(p.step_time_s), "#f28e2b", "projected N=" + p.world_size + ": " + ms(p.step_time_s));
     });
-    return chart("Step time: measured (p10–p90) and projected (90% interval)", s, legend([["measured", "#1f77b4"], ["projected", "#f28e2b"]]));
+    return {title: "Step time: measured (p10\u2013p90) and projected (90% interval)", svg: svg(f, s), legend: legend([["measured", "#1f77b4"], ["projected", "#f28e2b"]])};
   }
 
-  function rankChart(st, run) {
+  /* Ranks the document names as stragglers (runs[].stragglers); older documents: none marked. */
+  function stragglerRanks(run) {
+    var out = {};
+    (run.stragglers || []).forEach(function (g) { if (g && num(g.rank) !== null) { out[g.rank] = g; } });
+    return out;
+  }
+
+  function rankChart(st, run, W) {
     var cats = st.categories || Object.keys(COLORS), ranks = (run.per_rank || []).filter(function (p) { return num(p.step_time_s) !== null; });
-    if (ranks.length < 2) { return ""; }
+    if (ranks.length < 2) { return null; }
     ranks.sort(function (a, b) { return a.rank - b.rank; });
-    var mean = num((run.step_time_s || {}).mean) || ranks.reduce(function (a, p) { return a + p.step_time_s; }, 0) / ranks.length;
-    var ymax = Math.max.apply(null, ranks.map(function (p) { return p.step_time_s; })) * 1.1, y = linY(0, ymax);
-    var s = yAxis(0, ymax, y, function (v) { return (v * 1000).toFixed(0); }, "ms per step"), bw = (W - M.l - M.r) / ranks.length, nslow = 0;
+    var mean = num((run.step_time_s || {}).mean), slowSet = stragglerRanks(run);
+    var t = msTicks(Math.max.apply(null, ranks.map(function (p) { return p.step_time_s; })) * 1.12), ymax = t.top;
+    var f = frame(W, t.ticks, t.fmt, "ms per step", "rank");
+    var y = linY(f, 0, ymax), s = yAxis(f, t.ticks, y), bw = (f.x1 - f.x0) / ranks.length, xs = [], nslow = 0;
+    var tag = bw >= tw("straggler") + 4;
     ranks.forEach(function (p, i) {
-      var acc = 0, x0 = M.l + i * bw + bw * 0.1, bd = p.breakdown_s || {}, slow = p.step_time_s > mean * 1.05;
+      var acc = 0, x0 = f.x0 + i * bw + bw * 0.1, bd = p.breakdown_s || {}, slow = slowSet.hasOwnProperty(p.rank);
+      xs.push(x0 + bw * 0.4);
       var parts = cats.filter(function (c) { return (num(bd[c]) || 0) > 0; });
       if (!parts.length) { parts = ["__total"]; bd = {__total: p.step_time_s}; }
       parts.forEach(function (c, ci) {
         var v = bd[c];
-        s += '<rect x="' + r1(x0) + '" y="' + r1(y(acc + v)) + '" width="' + r1(Math.max(bw * 0.8, 0.5)) + '" height="' + r1(y(acc) - y(acc + v)) + '" fill="' + color(c, ci) + '"><title>' + esc("rank " + p.rank + " " + label(c) + ": " + ms(v)) + "</title></rect>";
+        s += rect(x0, y(acc + v), bw * 0.8, y(acc) - y(acc + v), color(c, ci), "rank " + p.rank + " " + label(c) + ": " + ms(v));
         acc += v;
       });
       if (slow) {
         nslow++;
-        s += '<rect x="' + r1(x0) + '" y="' + r1(y(p.step_time_s)) + '" width="' + r1(Math.max(bw * 0.8, 0.5)) + '" height="' + r1(y(0) - y(p.step_time_s)) + '" fill="none" stroke="#d62728" stroke-width="2"/>';
-        if (ranks.length <= 64) { s += text(x0 + bw * 0.4, y(p.step_time_s) - 4, "straggler", "middle", 'style="fill:#d62728"'); }
+        s += rect(x0, y(p.step_time_s), bw * 0.8, y(0) - y(p.step_time_s), "none", "", ' stroke="#d62728" stroke-width="2"');
+        if (tag) { s += text(x0 + bw * 0.4, y(p.step_time_s) - 4, "straggler", "middle", 'style="fill:#d62728"'); }
       }
-      if (ranks.length <= 32) { s += text(x0 + bw * 0.4, H - M.b + 16, String(p.rank)); }
     });
-    s += line(M.l, y(mean), W - M.r, y(mean), 'stroke="#1d2733" stroke-dasharray="5 3"') + text(M.l + 4, y(mean) - 4, "mean " + ms(mean), "start");
-    s += line(M.l, H - M.b, W - M.r, H - M.b, 'stroke="#666"') + text((M.l + W - M.r) / 2, H - 6, "rank");
-    var leg = legend([["more than 5% slower than the mean (" + nslow + ")", "#d62728"]]);
-    return chart("Per rank at N=" + run.world_size + ": step time by category", s, leg);
+    s += xLabels(f, xs, ranks.map(function (p) { return String(p.rank); }), 0, function (j) { return slowSet.hasOwnProperty(ranks[j].rank); });
+    if (mean !== null) { s += line(f.x0, y(mean), f.x1, y(mean), 'stroke="#1d2733" stroke-dasharray="5 3"'); }
+    s += line(f.x0, f.y1, f.x1, f.y1, 'stroke="#666"') + text((f.x0 + f.x1) / 2, f.H - 8, f.xTitle);
+    var leg = [["straggler (" + nslow + ")", "#d62728"]];
+    if (mean !== null) { leg.unshift(["mean " + ms(mean) + " (dashed)", "#1d2733"]); }
+    return {title: "Per rank at N=" + run.world_size + ": step time by category", svg: svg(f, s), legend: legend(leg)};
   }
 
-  function compareChart(doc) {
+  function compareChart(doc, W) {
     var runs = doc.runs || [];
-    if (!runs.length) { return ""; }
+    if (!runs.length) { return null; }
     var cats = [];
     runs.forEach(function (r) { Object.keys((r.breakdown_s || {}).before || {}).forEach(function (c) { if (cats.indexOf(c) < 0) { cats.push(c); } }); });
     var bars = [];
     runs.forEach(function (r) { bars.push({n: r.world_size, side: "before", bd: (r.breakdown_s || {}).before || {}}, {n: r.world_size, side: "after", bd: (r.breakdown_s || {}).after || {}}); });
-    var tot = bars.map(function (b) { return cats.reduce(function (a, c) { return a + (num(b.bd[c]) || 0); }, 0); });
-    var ymax = Math.max.apply(null, tot) * 1.1 || 1, y = linY(0, ymax), s = yAxis(0, ymax, y, function (v) { return (v * 1000).toFixed(0); }, "ms per step");
-    var bw = (W - M.l - M.r) / bars.length;
+    var tot = bars.map(function (b) { return cats.reduce(function (a, c) { return a + Math.max(num(b.bd[c]) || 0, 0); }, 0); });
+    var t = msTicks(Math.max.apply(null, tot) * 1.05 || 1e-3), ymax = t.top;
+    var f = frame(W, t.ticks, t.fmt, "ms per step", "");
+    var y = linY(f, 0, ymax), s = yAxis(f, t.ticks, y), bw = (f.x1 - f.x0) / bars.length, xs = [];
     bars.forEach(function (b, i) {
-      var acc = 0, x0 = M.l + i * bw + bw * 0.12;
+      var acc = 0, x0 = f.x0 + i * bw + bw * 0.12;
+      xs.push(x0 + bw * 0.38);
       cats.forEach(function (c, ci) {
         var v = num(b.bd[c]) || 0;
         if (v <= 0) { return; }
-        s += '<rect x="' + r1(x0) + '" y="' + r1(y(acc + v)) + '" width="' + r1(bw * 0.76) + '" height="' + r1(y(acc) - y(acc + v)) + '" fill="' + color(c, ci) + '"><title>' + esc("N=" + b.n + " " + b.side + " " + label(c) + ": " + ms(v)) + "</title></rect>";
+        s += rect(x0, y(acc + v), bw * 0.76, y(acc) - y(acc + v), color(c, ci), "N=" + b.n + " " + b.side + " " + label(c) + ": " + ms(v));
         acc += v;
       });
-      s += text(x0 + bw * 0.38, H - M.b + 14, b.side) + (b.side === "before" ? text(x0 + bw, H - M.b + 28, "N=" + b.n) : "");
     });
-    return chart("Time per step by category, before and after", s, legend(cats.map(function (c, i) { return [label(c), color(c, i)]; })));
+    var short = bw < tw("before") + 6;
+    s += xLabels(f, xs, bars.map(function (b) { return short ? b.side.charAt(0) : b.side; }));
+    var pairXs = [], pairLab = [];
+    for (var i = 0; i + 1 < bars.length; i += 2) { pairXs.push((xs[i] + xs[i + 1]) / 2); pairLab.push("N=" + bars[i].n); }
+    s += xLabels(f, pairXs, pairLab, 1) + line(f.x0, f.y1, f.x1, f.y1, 'stroke="#666"');
+    var leg = cats.map(function (c, i) { return [label(c), color(c, i)]; });
+    var note = short ? '<div class="legend">b: before, a: after</div>' : "";
+    return {title: "Time per step by category, before and after", svg: svg(f, s), legend: legend(leg) + note};
   }
 
   function studyCharts(st) {
-    var html = speedupChart(st) + stackedChart(st) + serialChart(st) + intervalChart(st);
-    runsOf(st).filter(function (r) { return (r.per_rank || []).length > 1; }).slice(-4).reverse().forEach(function (r) { html += rankChart(st, r); });
-    return html;
+    var out = [speedupChart, stackedChart, serialChart, intervalChart].map(function (fn) { return function (W) { return fn(st, W); }; });
+    runsOf(st).filter(function (r) { return (r.per_rank || []).length > 1; }).slice(-4).reverse().forEach(function (r) {
+      out.push(function (W) { return rankChart(st, r, W); });
+    });
+    return out;
   }
 
+  /* Fill a slot: one box per chart that has data, each drawn at its box's width once all
+     boxes are in the grid (a lone box spans the row until the others arrive). */
+  function fill(el, makers) {
+    el.innerHTML = "";
+    var live = makers.filter(function (make) { return make(540) !== null; });
+    var boxes = live.map(function () {
+      var box = document.createElement("div");
+      box.className = "chart";
+      el.appendChild(box);
+      return box;
+    });
+    boxes.forEach(function (box, i) {
+      var inner = box.clientWidth - 18, W = Math.max(300, Math.min(inner > 0 ? inner : 540, 1200));
+      var c = live[i](Math.floor(W));
+      box.innerHTML = "<h4>" + esc(c.title) + "</h4>" + c.svg + (c.legend || "");
+    });
+  }
+
+  var drawn = [];
   function main() {
     var doc = JSON.parse(document.getElementById("ts-data").textContent);
     var slots = document.querySelectorAll(".charts");
     for (var i = 0; i < slots.length; i++) {
       var el = slots[i], idx = Number(el.getAttribute("data-index"));
-      if (doc.kind === "compare") { el.innerHTML = idx === 0 ? compareChart(doc) : ""; }
-      else { el.innerHTML = studyCharts((doc.studies || [])[idx] || {}); }
+      var makers = doc.kind === "compare" ? (idx === 0 ? [function (W) { return compareChart(doc, W); }] : [])
+        : studyCharts((doc.studies || [])[idx] || {});
+      fill(el, makers);
+      drawn.push([el, makers]);
     }
     var ok = document.createElement("div");
     ok.id = "ts-ok";
@@ -249,4 +393,11 @@
     document.body.insertBefore(err, document.body.firstChild);
     throw e;
   }
+  var timer = null, lastWidth = window.innerWidth;
+  window.addEventListener("resize", function () {
+    if (window.innerWidth === lastWidth) { return; }
+    lastWidth = window.innerWidth;
+    clearTimeout(timer);
+    timer = setTimeout(function () { drawn.forEach(function (d) { fill(d[0], d[1]); }); }, 150);
+  });
 })();
