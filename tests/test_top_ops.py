@@ -58,6 +58,20 @@ def test_run_table_and_laws() -> None:
     top = run_top_ops(table)
     assert top["host"][0]["share"] == pytest.approx(0.5)
     assert top["compute"][0]["share"] == 1.0  # capped: never more than the category
+    # Work only rank 0 does: its seconds are per step of the rank that runs it, its share is
+    # of the category over both ranks.
+    only_rank0 = pd.DataFrame(
+        {
+            "step": [1, 2],
+            "category": ["reduction"] * 2,
+            "name": ["reduce"] * 2,
+            "seconds": [0.004, 0.004],
+        }
+    )
+    empty = only_rank0.iloc[0:0]
+    table = run_op_table([only_rank0, empty], rank_steps=4, category_s={"reduction": 0.002})
+    row = table.set_index(["category", "name"]).loc[("reduction", "reduce")]
+    assert (row["seconds"], row["ranks"], row["share"]) == pytest.approx((0.004, 1, 1.0))
     runs = [
         {
             "world_size": n,

@@ -174,29 +174,39 @@ _DTYPES = {"step": "int64", "category": "object", "name": "object", "seconds": "
 def run_op_table(
     tables: Sequence[pd.DataFrame], rank_steps: int, category_s: Mapping[str, float]
 ) -> pd.DataFrame:
-    """Per run: mean seconds per rank-step of each (category, name), with the spread over steps.
+    """Per run: mean seconds per step of each (category, name), with the spread over steps.
 
-    Columns: category, name, seconds (mean per step per rank), share (of the category's mean
-    time on the ranks' own timelines, ``category_s``, before cross-rank cause attribution moved
-    waits elsewhere: an op owns time on its own rank), step_sd (standard deviation of the
-    per-step mean over ranks), steps (how many steps the spread is over).
+    Columns: category, name, seconds (mean per step over the ranks that ran it: work only
+    rank 0 does is 4 ms per step at every N, not 4/N ms "per rank"), ranks (how many ranks ran
+    it), share (its part of the category's time summed over all ranks' own timelines,
+    ``category_s`` per rank-step, before cross-rank cause attribution moved waits elsewhere: an
+    op owns time on its own rank), step_sd (standard deviation over steps), steps.
     """
-    cols = ["category", "name", "seconds", "share", "step_sd", "steps"]
-    frames = [t for t in tables if len(t)]
+    cols = ["category", "name", "seconds", "ranks", "share", "step_sd", "steps"]
+    frames = [t.assign(rank_pos=i) for i, t in enumerate(tables) if len(t)]
     if not frames or rank_steps <= 0:
         return pd.DataFrame(columns=cols)
     allt = pd.concat(frames, ignore_index=True)
     nsteps = max(int(allt["step"].nunique()), 1)
-    ranks_per_step = rank_steps / nsteps
-    total = allt.groupby(["category", "name"])["seconds"].sum() / rank_steps
-    per_step = allt.groupby(["category", "name", "step"])["seconds"].sum() / ranks_per_step
-    wide = per_step.unstack("step", fill_value=0.0)
+    steps_per_rank = rank_steps / max(len(tables), 1)
+    key = ["category", "name"]
+    summed = allt.groupby(key)["seconds"].sum()
+    ranks = allt.groupby(key)["rank_pos"].nunique()
+    per_step = allt.groupby([*key, "step"])["seconds"].sum()
+    wide = per_step.unstack("step", fill_value=0.0).div(ranks, axis=0)
     sd = wide.std(axis=1, ddof=1) if wide.shape[1] > 1 else wide.sum(axis=1) * 0.0
-    out = pd.DataFrame({"seconds": total, "step_sd": sd.reindex(total.index).fillna(0.0)})
+    out = pd.DataFrame(
+        {
+            "seconds": summed / (ranks * steps_per_rank),
+            "ranks": ranks,
+            "step_sd": sd.reindex(summed.index).fillna(0.0),
+        }
+    )
     out["steps"] = nsteps
     out = out.reset_index()
     whole = out["category"].map(lambda c: float(category_s.get(str(c), 0.0)))
-    out["share"] = np.where(whole > 0, out["seconds"] / whole.where(whole > 0, 1.0), 0.0)
+    mean_all = summed.to_numpy() / rank_steps
+    out["share"] = np.where(whole > 0, mean_all / whole.where(whole > 0, 1.0), 0.0)
     out["share"] = out["share"].clip(upper=1.0)
     return out[cols]
 
@@ -215,6 +225,7 @@ def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:
             {
                 "name": str(r.name),
                 "seconds": float(r.seconds),
+                "ranks": int(r.ranks),
                 "share": float(r.share),
                 "step_sd_s": float(r.step_sd),
                 "steps": int(r.steps),

@@ -23,12 +23,12 @@ from tracescale.findings.common import (
     gpus,
     mean_step,
     names_clause,
-    short_name,
     speedup_text,
     target_of,
     top_ops,
 )
 from tracescale.report.fmt import label, num, secs
+from tracescale.report.names import short_name
 
 #: How each category would be fixed, said in the finding (compute has its own wording).
 _HOW = {

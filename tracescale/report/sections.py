@@ -6,53 +6,13 @@ numbers. Only selection and formatting happen here; every statistic comes from t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from tracescale.categories import CATEGORIES
 from tracescale.report import fmt
+from tracescale.report.blocks import Block, Section, _d, _l, categories_of, runs_of
+from tracescale.report.contributors import stragglers_section, top_ops_section
 
-
-@dataclass
-class Section:
-    """One titled block: a table (headers + rows), a bullet list (items), or both empty."""
-
-    key: str
-    title: str
-    headers: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    items: list[str] = field(default_factory=list)
-    note: str = ""
-    left_cols: int = 1  # leading text columns; the rest are numbers, right-aligned
-
-
-@dataclass
-class Block:
-    """One study (or one compare pair): a heading, a few summary lines and its sections."""
-
-    title: str
-    lines: list[str]
-    sections: list[Section]
-
-
-def _d(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def _l(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
-
-
-def categories_of(study: dict[str, Any]) -> list[str]:
-    """The study's category order (the contract's eight when absent)."""
-    cats = _l(study.get("categories"))
-    return [str(c) for c in cats] if cats else list(CATEGORIES)
-
-
-def runs_of(study: dict[str, Any]) -> list[dict[str, Any]]:
-    """Runs sorted by world size."""
-    runs = [r for r in _l(study.get("runs")) if isinstance(r, dict)]
-    return sorted(runs, key=lambda r: fmt.num(r.get("world_size")) or 0.0)
+__all__ = ["Block", "Section", "categories_of", "document_blocks", "runs_of", "study_block"]
 
 
 def mean_step(run: dict[str, Any]) -> float | None:
@@ -143,12 +103,32 @@ def collectives_section(study: dict[str, Any]) -> Section | None:
     return sec
 
 
+def karp_flatt_cell(point: dict[str, Any], measured_runs: int) -> str:
+    """Karp–Flatt as it can honestly be read: only from two measured runs, bounded, marked.
+
+    Outside [0, 1] the metric is no serial fraction: above one the job got slower than the
+    baseline, below zero it sped up more than N (superlinear); "est." marks a value computed
+    over a modelled one-GPU time rather than a measured one.
+    """
+    v = fmt.num(point.get("karp_flatt"))
+    if v is None or measured_runs < 2:
+        return fmt.DASH
+    if v > 1.0:
+        text = ">1 (slower)"
+    elif v < 0.0:
+        text = "<0 (superlinear)"
+    else:
+        text = fmt.fixed(v)
+    return text + (" (est.)" if point.get("karp_flatt_estimated") else "")
+
+
 def points_section(study: dict[str, Any]) -> Section:
     """Speedup, efficiency and Karp–Flatt per measured world size."""
     sc = _d(study.get("scaling"))
     points = [p for p in _l(sc.get("points")) if isinstance(p, dict)]
     weak = any("gustafson_speedup" in p for p in points)
-    steps = {r.get("world_size"): mean_step(r) for r in runs_of(study)}
+    runs = runs_of(study)
+    steps = {r.get("world_size"): mean_step(r) for r in runs}
     sec = Section("points", "Scaling (measured)")
     sec.headers = ["N", "Step time", "Speedup", "Efficiency", "Karp–Flatt"]
     if weak:
@@ -156,15 +136,46 @@ def points_section(study: dict[str, Any]) -> Section:
     for p in points:
         n = p.get("world_size")
         row = [str(n), fmt.secs(steps.get(n)), fmt.times(p.get("speedup"))]
-        row += [fmt.pct(p.get("efficiency")), fmt.fixed(p.get("karp_flatt"))]
+        row += [fmt.pct(p.get("efficiency")), karp_flatt_cell(p, len(runs))]
         if weak:
             row.append(fmt.times(p.get("gustafson_speedup")))
         sec.rows.append(row)
     base = sc.get("baseline_world_size")
-    sec.note = f"Speedup over {fmt.gpus(base)}; Karp–Flatt is the measured serial fraction."
+    sec.note = (
+        f"Speedup over {fmt.gpus(base)}. Karp–Flatt: the serial fraction the measured speedup "
+        "implies, (1/S − 1/N)/(1 − 1/N) over the one-GPU step"
+    )
+    if len(runs) < 2:
+        sec.note += "; it needs measured runs at two world sizes, not one."
+    elif any(p.get("karp_flatt_estimated") for p in points):
+        sec.note += "; est.: no one-GPU run, so the one-GPU step is the model's estimate."
+    else:
+        sec.note += "."
     if str(study.get("mode")) == "weak":
         sec.note += " Weak scaling: speedup is throughput speedup."
     return sec
+
+
+def _optimum_note(study: dict[str, Any]) -> str:
+    """The model's best world size, said as measured, extrapolated or assumed as it is."""
+    sc = _d(study.get("scaling"))
+    opt = fmt.num(sc.get("optimal_world_size"))
+    runs = runs_of(study)
+    n_max = fmt.num(runs[-1].get("world_size")) if runs else None
+    weak = str(study.get("mode")) == "weak"
+    if opt is None:
+        what = "throughput keeps rising" if weak else "step time keeps falling"
+        return f"No optimum world size within the model: projected {what} with N."
+    where = fmt.gpus(int(opt))
+    best = "throughput is highest" if weak else "step time is lowest"
+    if len(runs) < 2 or sc.get("assumed"):
+        return f"If the parallel part scales as 1/N (assumed: one run), {best} at {where}."
+    if n_max and opt > 4 * n_max:
+        return (
+            f"The model says {best} at {where}, {opt / n_max:.0f}x beyond the largest measured "
+            "N: an extrapolation."
+        )
+    return f"{best[0].upper()}{best[1:]} at {where}: beyond it, more GPUs do not help."
 
 
 def serial_section(study: dict[str, Any]) -> Section:
@@ -172,8 +183,12 @@ def serial_section(study: dict[str, Any]) -> Section:
     sc = _d(study.get("scaling"))
     sf = _d(sc.get("serial_fraction"))
     by_cat = _d(sf.get("by_category"))
-    sec = Section("serial", "Serial fraction (the part that does not shrink with more GPUs)")
-    sec.headers = ["Category", "Share of T(1)", "Alone caps speedup at"]
+    title = "Serial fraction (the part that does not shrink with more GPUs)"
+    if sc.get("assumed"):
+        title += ": assumed, one run"
+    sec = Section("serial", title)
+    t1 = "Share of T(1)" + (" (T(1) est.)" if sf.get("t1_estimated") else "")
+    sec.headers = ["Category", t1, "Alone caps speedup at"]
     ordered = sorted(by_cat.items(), key=lambda kv: -(fmt.num(kv[1]) or 0.0))
     for c, f in ordered:
         v = fmt.num(f)
@@ -186,11 +201,29 @@ def serial_section(study: dict[str, Any]) -> Section:
             fmt.times(sc.get("amdahl_limit")),
         ]
     )
-    opt = sc.get("optimal_world_size")
-    if opt is not None:
-        sec.note = f"Step time is lowest at {fmt.gpus(opt)}: beyond it, more GPUs slow each step."
-    else:
-        sec.note = "No optimum world size within the model: step time keeps falling."
+    notes = []
+    if sf.get("t1_estimated"):
+        notes.append("T(1) est.: no one-GPU run; the one-GPU step is the model's estimate.")
+    slow = [
+        p
+        for p in _l(sc.get("points"))
+        if isinstance(p, dict) and (fmt.num(p.get("speedup")) or 1) < 1
+    ]
+    if (total is not None and total >= 0.999) or (slow and str(study.get("mode")) != "weak"):
+        notes.append(
+            "This job slows down with more ranks: overheads grow faster than the work shrinks, "
+            "so the fitted constant parts are capped at the whole step."
+        )
+    growing = [
+        fmt.label(str(o.get("category"))).lower()
+        for o in _l(sc.get("overheads"))
+        if isinstance(o, dict) and str(o.get("source", "")).endswith("growth term")
+    ]
+    if growing:
+        what = ", ".join(dict.fromkeys(growing))
+        notes.append(f"Growing with N instead (overheads, not serial fraction): {what}.")
+    notes.append(_optimum_note(study))
+    sec.note = " ".join(notes)
     return sec
 
 
@@ -261,26 +294,6 @@ def what_if_section(study: dict[str, Any]) -> Section | None:
         projs = _l(e.get("projections")) if "projections" in e else [e]
         sec.rows.extend([name, *row] for row in projection_rows(projs))
     return sec
-
-
-def stragglers_section(study: dict[str, Any]) -> Section | None:
-    """Slowest and fastest rank of each run against the run mean."""
-    sec = Section("stragglers", "Ranks (stragglers)")
-    sec.headers = ["N", "Mean step", "Slowest rank", "Its step", "vs mean", "Fastest rank"]
-    for r in runs_of(study):
-        ranks = [p for p in _l(r.get("per_rank")) if isinstance(p, dict)]
-        timed = [(fmt.num(p.get("step_time_s")), p.get("rank")) for p in ranks]
-        timed_ok = [(t, k) for t, k in timed if t is not None]
-        if len(timed_ok) < 2:
-            continue
-        slow = max(timed_ok, key=lambda tk: tk[0])
-        fast = min(timed_ok, key=lambda tk: tk[0])
-        m = mean_step(r)
-        over = share(slow[0] - m, m) if m else None
-        row = [str(r.get("world_size")), fmt.secs(m), str(slow[1]), fmt.secs(slow[0])]
-        row += ["+" + fmt.pct(over) if over is not None else fmt.DASH, str(fast[1])]
-        sec.rows.append(row)
-    return sec if sec.rows else None
 
 
 def generic_section(key: str, title: str, value: Any) -> Section | None:
@@ -359,12 +372,17 @@ def study_block(study: dict[str, Any], index: int = 0, total: int = 1) -> Block:
     findings = [f for f in _l(study.get("findings")) if isinstance(f, dict)]
     if findings:
         sections.append(
-            Section("findings", "Findings", items=[str(f.get("text")) for f in findings])
+            Section(
+                "findings",
+                "Findings (biggest lever first)",
+                items=[str(f.get("text")) for f in findings],
+            )
         )
     warns = [str(w) for w in _l(study.get("warnings"))]
     if warns:
         sections.append(Section("warnings", "Warnings", items=warns))
-    sections += [breakdown_section(study), collectives_section(study), points_section(study)]
+    sections += [breakdown_section(study), top_ops_section(study), collectives_section(study)]
+    sections.append(points_section(study))
     sections += [serial_section(study), models_section(study)]
     sections.append(overheads_section(study))
     sections += [projections_section(study), what_if_section(study), stragglers_section(study)]

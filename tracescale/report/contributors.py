@@ -1,0 +1,120 @@
+"""Sections naming who is behind the numbers: top ops per category and straggling ranks.
+
+Selection and formatting only: every figure is a field of the run entries (``top_ops``,
+``stragglers``); names are shortened for display the way findings shorten them, the JSON
+keeps them whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracescale.report import fmt
+from tracescale.report.blocks import Section, categories_of, runs_of
+from tracescale.report.names import short_name
+
+#: Ops shown per category (the JSON keeps more).
+OPS_SHOWN = 3
+#: Categories whose top ops are listed only when they take at least this share of the step;
+#: ops under 1% of their category are not listed either.
+MIN_STEP_SHARE = 0.02
+
+
+def _d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _ops(run: dict[str, Any], cat: str) -> list[dict[str, Any]]:
+    return [e for e in (_d(run.get("top_ops")).get(cat) or []) if isinstance(e, dict)]
+
+
+def _law_text(law: dict[str, Any], runs: int) -> str:
+    if runs < 2 or not law:
+        return "one run"
+    form = str(law.get("form") or fmt.DASH)
+    return form + (" (!)" if law.get("flagged") else "")
+
+
+def top_ops_section(study: dict[str, Any]) -> Section | None:
+    """Per category, its largest ops at the largest N: seconds at every N, share, law across N."""
+    runs = runs_of(study)
+    if not runs or not any(_d(r.get("top_ops")) for r in runs):
+        return None
+    last = runs[-1]
+    step = fmt.num(_d(last.get("step_time_s")).get("mean")) or 0.0
+    n_last = last.get("world_size")
+    sec = Section("top_ops", f"Top contributors per category (at N={n_last}, per step)")
+    sec.headers = ["Category", "Op / kernel", *[f"N={r.get('world_size')}" for r in runs]]
+    sec.headers += ["Share", "Law across N"]
+    sec.left_cols = 2
+    flagged = False
+    for cat in categories_of(study):
+        whole = fmt.num(_d(last.get("breakdown_s")).get(cat)) or 0.0
+        if step <= 0 or whole < MIN_STEP_SHARE * step:
+            continue
+        shown = [e for e in _ops(last, cat) if (fmt.num(e.get("share")) or 0.0) >= 0.01]
+        for i, e in enumerate(shown[:OPS_SHOWN]):
+            name = str(e.get("name"))
+            per_n = []
+            for r in runs:
+                match = [x for x in _ops(r, cat) if x.get("name") == name]
+                per_n.append(fmt.secs(match[0].get("seconds")) if match else fmt.DASH)
+            law = _d(e.get("law"))
+            flagged |= bool(law.get("flagged"))
+            row = [fmt.label(cat) if i == 0 else "", short_name(name), *per_n]
+            sec.rows.append([*row, fmt.pct(e.get("share"), 0), _law_text(law, len(runs))])
+    if not sec.rows:
+        return None
+    sec.note = (
+        "Each instant of a category is owned by one op: the innermost event that explains it "
+        "(kernels for compute, the data-loading op, a host op's self time). Share: of the "
+        "category on the ranks' own timelines. "
+    )
+    if flagged:
+        mode = str(study.get("mode"))
+        sec.note += "(!): grows with N." if mode == "weak" else "(!): does not shrink with N."
+    sec.note += " – : not among the category's top ops at that N."
+    return sec
+
+
+def stragglers_section(study: dict[str, Any]) -> Section | None:
+    """Ranks whose own work is late, per run, with the category that makes them late."""
+    runs = runs_of(study)
+    if not any(len(r.get("per_rank") or []) > 1 for r in runs):
+        return None
+    sec = Section("stragglers", "Stragglers (ranks the others wait for)")
+    sec.headers = ["N", "Rank", "Own time", "Median rank", "Extra per step", "Mostly", "Noise"]
+    checked = []
+    for r in runs:
+        if len(r.get("per_rank") or []) < 2 or "stragglers" not in r:
+            continue
+        checked.append(str(r.get("world_size")))
+        for s in r.get("stragglers") or []:
+            s = _d(s)
+            sec.rows.append(
+                [
+                    str(r.get("world_size")),
+                    str(s.get("rank")),
+                    fmt.secs(s.get("own_s")),
+                    fmt.secs(s.get("median_own_s")),
+                    fmt.secs(s.get("extra_s")),
+                    fmt.label(str(s.get("category"))),
+                    fmt.secs(s.get("noise_s")),
+                ]
+            )
+    if not checked:
+        return None
+    if not sec.rows:
+        return Section(
+            "stragglers",
+            sec.title,
+            items=[
+                f"None at N={', '.join(checked)}: no rank's own time (step minus waiting for "
+                "others) exceeds the median rank's by more than the step-to-step noise."
+            ],
+        )
+    sec.note = (
+        "Own time: the step minus the time spent waiting for other ranks. A straggler's own "
+        "time exceeds the median rank's by more than the noise (standard deviation over steps)."
+    )
+    return sec
