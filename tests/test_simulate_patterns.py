@@ -330,3 +330,12 @@ def test_default_study_reports_progress_on_stderr(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "simulating ddp N=8" in result.stderr and "N=8: wrote 8/8 rank files" in result.stderr
     assert result.stdout.startswith("wrote 9 rank traces for N=1,8 (strong)")
+
+
+def test_rerun_replaces_the_other_kind_of_rank_files(tmp_path: Path) -> None:
+    simulate([2], tmp_path, pattern="fsdp", steps=1, params=pattern_params("fsdp", TINY))
+    assert {p.name.split("_")[0] for p in (tmp_path / "ws2").iterdir()} == {"simnode0"}
+    simulate([2], tmp_path, steps=1)
+    assert {p.name.split("_")[0] for p in (tmp_path / "ws2").iterdir()} == {"simhost"}
+    simulate([2], tmp_path, pattern="tp", steps=1, params=pattern_params("tp", TINY))
+    assert len(list((tmp_path / "ws2").iterdir())) == 2

@@ -154,7 +154,7 @@ def simulate(
         folder = root / f"ws{n}"
         folder.mkdir(parents=True, exist_ok=True)
         keep = {file_name(r) for r in range(n)}
-        for old in folder.glob("simhost_*.pt.trace.json.gz"):
+        for old in folder.glob("sim*.pt.trace.json.gz"):  # also a pattern run's simnode files
             if old.name not in keep:
                 old.unlink()
         tasks = [(plan, seed, rank, shared, folder, compresslevel) for rank in range(n)]

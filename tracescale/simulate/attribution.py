@@ -1,4 +1,4 @@
-"""Perfect attribution (the rules of issue 4) applied to the simulator's own intervals.
+"""Perfect attribution (docs/DESIGN.md's category rules) applied to the simulator's intervals.
 
 This is the reference a classifier is judged against, so it follows the rules literally:
 GPU compute > memcpy > communication kernel; else the main thread's state: dataloader, sync
