@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
@@ -58,6 +59,39 @@ def _category_at(result: RankResult, times: I64) -> I64:
     return cat
 
 
+def _split_in_proportion(
+    s: I64,
+    e: I64,
+    cat: I64,
+    wait_of: I64,
+    untraced: list[tuple[int, npt.NDArray[np.float64]]],
+) -> tuple[I64, I64, I64, I64, npt.NDArray[np.bool_]]:
+    """Each listed segment cut into consecutive parts, one per category of its share."""
+    split = np.zeros(s.shape[0], dtype=np.bool_)
+    if not untraced:
+        return s, e, cat, wait_of, split
+    parts: list[tuple[int, int, int, int]] = []
+    for i, share in untraced:
+        a, length = int(s[i]), int(e[i] - s[i])
+        bounds = a + np.round(np.cumsum(share) * length).astype(np.int64)
+        bounds[-1] = a + length
+        start = a
+        for c, end in enumerate(bounds.tolist()):
+            if end > start:
+                parts.append((start, end, c, int(wait_of[i])))
+            start = max(start, end)
+    drop = np.zeros(s.shape[0], dtype=np.bool_)
+    drop[[i for i, _ in untraced]] = True
+    add = np.array(parts, dtype=np.int64).reshape(-1, 4)
+    s = np.concatenate([s[~drop], add[:, 0]])
+    order = np.argsort(s, kind="stable")
+    e = np.concatenate([e[~drop], add[:, 1]])[order]
+    cat = np.concatenate([cat[~drop], add[:, 2]])[order]
+    wait_of = np.concatenate([wait_of[~drop], add[:, 3]])[order]
+    split = np.concatenate([split[~drop], np.ones(add.shape[0], dtype=np.bool_)])[order]
+    return s[order], e, cat, wait_of, split
+
+
 def category_slices(
     me: RankResult, by_rank: Mapping[int, RankResult], waits: Sequence[Wait]
 ) -> list[Slice]:
@@ -78,6 +112,7 @@ def category_slices(
     s, e = points[:-1], points[1:]
     cat = _category_at(me, s)
     wait_of = np.full(s.shape[0], -1, dtype=np.int64)
+    untraced: list[tuple[int, npt.NDArray[np.float64]]] = []
     for k, (a, b, w) in enumerate(pieces):
         lo, hi = np.searchsorted(s, a, side="left"), np.searchsorted(s, b, side="left")
         wait_of[lo:hi] = k
@@ -88,9 +123,18 @@ def category_slices(
         # What the late rank did meanwhile; while it too communicated, this stays communication.
         take = (theirs >= 0) & (theirs != _COMM)
         cat[lo:hi] = np.where(take, theirs, cat[lo:hi])
+        gap = theirs < 0
+        if gap.any() and not gap.all():
+            # Instants the late rank did not trace (outside its steps): like the breakdown, in
+            # proportion to what it did during the rest of this wait.
+            lengths = (e[lo:hi] - s[lo:hi]).astype(np.float64)
+            share = np.bincount(theirs[~gap], weights=lengths[~gap], minlength=len(CATEGORIES))
+            untraced += [(int(i), share / share.sum()) for i in np.flatnonzero(gap) + lo]
+    s, e, cat, wait_of, split = _split_in_proportion(s, e, cat, wait_of, untraced)
     step_of = np.searchsorted(w_start, s, side="right") - 1
     keep = (cat >= 0) & (step_of >= 0) & (s < w_end[np.clip(step_of, 0, None)])
     s, e, cat, wait_of, step_of = s[keep], e[keep], cat[keep], wait_of[keep], step_of[keep]
+    split = split[keep]
     if s.shape[0] == 0:
         return []
     brk = np.ones(s.shape[0], dtype=np.bool_)
@@ -98,6 +142,7 @@ def category_slices(
         (cat[1:] != cat[:-1])
         | (wait_of[1:] != wait_of[:-1])
         | (step_of[1:] != step_of[:-1])
+        | (split[1:] != split[:-1])
         | (s[1:] != e[:-1])
     )
     first = np.flatnonzero(brk)
@@ -117,6 +162,12 @@ def category_slices(
                 why=f"waiting in {w.collective} #{w.seq} for rank {w.late_rank}, "
                 f"which was in {name} meanwhile",
             )
+            if split[i]:
+                args["why"] = (
+                    f"waiting in {w.collective} #{w.seq} for rank {w.late_rank}, which has no "
+                    "trace at these instants: split in proportion to what it did during the "
+                    "rest of the wait"
+                )
         out.append(Slice(int(s[i]), int(e[j]), name, args))
     return out
 

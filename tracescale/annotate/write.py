@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from tracescale.annotate.tracks import Slice
 from tracescale.categories import ANNOTATION_CAT
 from tracescale.errors import InvalidTraceError
@@ -60,15 +62,40 @@ def added_events(
     return out
 
 
-def unused_pid(doc: Any) -> int:
-    """A numeric pid no event of the trace uses (one above the largest)."""
-    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
-    pids = [0]
-    for e in events or []:
-        pid = e.get("pid") if isinstance(e, dict) else None
-        if isinstance(pid, int) and not isinstance(pid, bool):
-            pids.append(pid)
-    return max(pids) + 1
+_NUMERIC_PID = re.compile(rb'"pid"\s*:\s*(-?\d+)')
+
+
+def unused_pid(data: bytes) -> int:
+    """A numeric pid no event of the trace (its JSON text) uses: one above the largest."""
+    return max((int(m) for m in _NUMERIC_PID.findall(data)), default=0) + 1
+
+
+class _Top(msgspec.Struct):
+    traceEvents: list[msgspec.Raw] | None = None
+
+
+_COUNT_DECODER = msgspec.json.Decoder(_Top | list[msgspec.Raw])
+
+
+def event_count(data: bytes, path: str) -> int:
+    """How many entries ``traceEvents`` has (events left undecoded: cheap on big traces)."""
+    try:
+        doc = _COUNT_DECODER.decode(data)
+    except msgspec.DecodeError:  # NaN/Infinity (Python's json writes them): the slow path
+        try:
+            loaded = json.loads(data)
+        except ValueError as exc:
+            raise InvalidTraceError(f"not valid JSON ({exc})", path=path) from exc
+        listed = loaded.get("traceEvents") if isinstance(loaded, dict) else loaded
+        if not isinstance(listed, list):
+            raise InvalidTraceError("no 'traceEvents' array to add tracks to", path=path) from None
+        return len(listed)
+    except msgspec.ValidationError as exc:
+        raise InvalidTraceError(f"no 'traceEvents' array ({exc})", path=path) from exc
+    events = doc if isinstance(doc, list) else doc.traceEvents
+    if events is None:
+        raise InvalidTraceError("no 'traceEvents' array to add tracks to", path=path)
+    return len(events)
 
 
 def splice(data: bytes, events: Sequence[str], path: str) -> bytes:
