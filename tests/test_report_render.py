@@ -160,3 +160,41 @@ def test_html_stays_under_5mb_with_1024_ranks(strong: dict[str, Any]) -> None:
         f"/very/long/path/to/traces/host{i}/rank{i}.pt.trace.json.gz" for i in range(1024)
     ]
     assert len(render(strong, "html").encode()) < 5 * 1024 * 1024
+
+
+def test_code_spans_in_findings_become_code_in_html(strong: dict[str, Any]) -> None:
+    strong["studies"][0]["findings"][0]["text"] = "mostly `aten::mm<float>` (80%)"
+    out = render(strong, "html")
+    assert "<li>mostly <code>aten::mm&lt;float&gt;</code> (80%)</li>" in out
+    assert "mostly `aten::mm<float>` (80%)" in render(strong, "markdown")
+
+
+def test_fmt_rounds_to_meaningful_digits() -> None:
+    from tracescale.report import fmt
+
+    assert [fmt.times(v) for v in (0.966, 3.214, 12.84, 174.3, 2765.2, 116092.4)] == [
+        "0.97x",
+        "3.21x",
+        "12.8x",
+        "174x",
+        "2,765x",
+        "116,092x",
+    ]
+    assert [fmt.cap(v) for v in (0.169, 0.0057, 8.6e-6, 0.0, None)] == [
+        "5.92x",
+        "175x",
+        "none (>1,000x)",
+        "none",
+        "–",
+    ]
+    assert [fmt.secs(v) for v in (0.6000000000000001e-3, 3e-7, 0.0, 123.4)] == [
+        "600 µs",
+        "<1 µs",
+        "0 ms",
+        "123 s",
+    ]
+    assert fmt.params({"alpha_s": 1.6e-4, "bandwidth_bytes_per_s": 3.2e7, "c": 0.0}) == (
+        "alpha=160 µs, bandwidth=32 MB/s"
+    )
+    assert fmt.params({"a": 0.0, "b": 0.0, "bandwidth_bytes_per_s": None}) == "a=0 ms"
+    assert fmt.label("sendrecv") == "SendRecv"

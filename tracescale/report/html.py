@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from importlib import resources
 from typing import Any
 
@@ -55,6 +56,14 @@ def _json_script(data: dict[str, Any]) -> str:
     return f'<script type="application/json" id="ts-data">{text}</script>'
 
 
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def prose(text: str) -> str:
+    """Escaped text with Markdown code spans (op and kernel names in findings) as <code>."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(text))
+
+
 def section_html(sec: Section) -> str:
     """One section as a heading, an optional list and an optional table."""
     e = html.escape
@@ -63,7 +72,7 @@ def section_html(sec: Section) -> str:
         tag, cls = ("ol", "findings") if sec.key == "findings" else ("ul", "items")
         if sec.key == "warnings":
             cls = "warnings"
-        out.append(f'<{tag} class="{cls}">' + "".join(f"<li>{e(i)}</li>" for i in sec.items))
+        out.append(f'<{tag} class="{cls}">' + "".join(f"<li>{prose(i)}</li>" for i in sec.items))
         out.append(f"</{tag}>")
     if sec.rows:
         out.append("<table>")
@@ -82,7 +91,7 @@ def section_html(sec: Section) -> str:
             out.append(f"<tr>{tds}</tr>")
         out.append("</tbody></table>")
     if sec.note:
-        out.append(f'<p class="note">{e(sec.note)}</p>')
+        out.append(f'<p class="note">{prose(sec.note)}</p>')
     out.append("</section>")
     return "".join(out)
 

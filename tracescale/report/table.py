@@ -241,6 +241,7 @@ def section_lines(sec: Section, width: int) -> list[Text]:
             t = Text(line, style=item_style)
             if numbered and k == 0:
                 t.stylize("bold", 0, cell_len(bullet))
+            t.highlight_regex(r"`[^`]+`", "cyan")
             out.append(t)
     if sec.headers or sec.rows:
         if sec.items:

@@ -167,7 +167,8 @@
     var fitted = curve.length > 1 ? curve : pts.slice(-1).concat(projs);
     s += path(clipTo(fitted.map(function (p) { return [x(p.world_size), y(p.speedup)]; }), f.y0), 'stroke="#f28e2b" stroke-width="2" stroke-dasharray="6 3"');
     projs.forEach(function (p) { s += dot(x(p.world_size), y(p.speedup), "#f28e2b", "projected N=" + p.world_size + ": " + times(p.speedup)); });
-    var k = 0, leg = [["ideal", "#888"], ["measured", "#1f77b4"], [curve.length > 1 ? "model (fitted)" : "model (projected)", "#f28e2b"]];
+    var model = sc.assumed ? "model (assumed: one run cannot be fitted)" : curve.length > 1 ? "model (fitted)" : "model (projected)";
+    var k = 0, leg = [["ideal", "#888"], ["measured", "#1f77b4"], [model, "#f28e2b"]];
     Object.keys(wi).forEach(function (name) {
       var c = EXTRA[k++ % EXTRA.length], ws = pts.slice(-1).concat(wi[name].filter(function (p) { return num(p.speedup) !== null; }));
       s += path(ws.map(function (p) { return [x(p.world_size), y(p.speedup)]; }), 'stroke="' + c + '" stroke-width="1.5" stroke-dasharray="3 2"');
@@ -245,7 +246,8 @@
       s += text(tx + 5, yy + rowH * 0.5 + 4, r.lab, "start");
     });
     var f = {W: W, H: fh};
-    return {title: "Serial fraction by category (share of T(1) that does not shrink)", svg: svg(f, s), legend: legend([["total with 90% interval", "#f0b400"]])};
+    var title = "Serial fraction by category (share of T(1) that does not shrink" + (sf.t1_estimated ? "; T(1) estimated, not measured)" : ")");
+    return {title: title, svg: svg(f, s), legend: legend([["total with 90% interval", "#f0b400"]])};
   }
 
   function intervalChart(st, W) {
@@ -269,7 +271,7 @@
       if (p.ci90 && num(p.ci90[0]) !== null && num(p.ci90[1]) !== null) { s += whisker(p.world_size, p.ci90[0], p.ci90[1], "#f28e2b"); }
       s += dot(x(p.world_size), y(p.step_time_s), "#f28e2b", "projected N=" + p.world_size + ": " + ms(p.step_time_s));
     });
-    return {title: "Step time: measured (p10\u2013p90) and projected (90% interval)", svg: svg(f, s), legend: legend([["measured", "#1f77b4"], ["projected", "#f28e2b"]])};
+    return {title: "Step time: measured (p10\u2013p90) and projected (90% interval)", svg: svg(f, s), legend: legend([["measured", "#1f77b4"], [(st.scaling || {}).assumed ? "projected (assumed)" : "projected", "#f28e2b"]])};
   }
 
   /* Ranks the document names as stragglers (runs[].stragglers); older documents: none marked. */
