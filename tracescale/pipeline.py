@@ -175,6 +175,15 @@ def _run_breakdown(
     return build_run(spec.world_size, groups, spec.paths, notes), []
 
 
+def _fail_on_rejected(specs: Sequence[StudySpec]) -> None:
+    """--strict: a file left out at discovery fails the run before any work starts."""
+    rejected = [r for spec in specs for r in spec.rejected]
+    if rejected:
+        path, why = rejected[0]
+        more = f"; {len(rejected)} files rejected" if len(rejected) > 1 else ""
+        raise InvalidTraceError(f"{why} (--strict{more})", path=path)
+
+
 def _split_successive(results: list[RankResult]) -> list[list[RankResult]]:
     """Pooled successive windows of the same rank become separate groups (matched separately)."""
     groups: list[list[RankResult]] = []
@@ -291,6 +300,8 @@ def analyze(
     load_rules(rules)  # fail fast on a bad rules file, before any worker starts
     step_slice = parse_steps(steps) if isinstance(steps, str) or steps is None else steps
     specs = discover(path)
+    if strict:
+        _fail_on_rejected(specs)
     results, map_warnings = map_ranks(
         specs,
         path=path,

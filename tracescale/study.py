@@ -214,12 +214,20 @@ def make_document(studies: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def load(path: str | Path) -> Study:
-    """A saved study (``analyze --format json -o study.json``)."""
+    """A saved study (``analyze --format json -o study.json``), checked against the schema.
+
+    A damaged or hand-edited document is refused here (exit 3, naming the first offending
+    field) so the renderers only ever see the shape they were written for.
+    """
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except FileNotFoundError as exc:
         raise UsageError("no such file", path=str(path)) from exc
+    except RecursionError as exc:
+        raise InvalidTraceError(
+            "not a readable study JSON (nested too deeply)", path=str(path)
+        ) from exc
     except (OSError, ValueError) as exc:
         raise InvalidTraceError(f"not a readable study JSON ({exc})", path=str(path)) from exc
     if not is_study_document(doc):
@@ -230,6 +238,17 @@ def load(path: str | Path) -> Study:
             f"(this tracescale reads {SCHEMA_VERSION})",
             path=str(path),
         )
+    import jsonschema
+
+    from tracescale.report.schemas import validate
+
+    try:
+        validate(doc)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "top level"
+        raise InvalidTraceError(
+            f"damaged study document at {where}: {exc.message[:200]}", path=str(path)
+        ) from exc
     return Study(doc=doc)
 
 

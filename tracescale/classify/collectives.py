@@ -188,9 +188,9 @@ def _blocking_host_collectives(
     cand = cand[~has_kernel]
     # Keep only outermost calls: a c10d op nested in another collective call is the same wait.
     keep: list[int] = []
-    last_end = -1
+    last_end: int | None = None  # times may be negative (a clock behind): no -1 sentinel
     for i in cand.tolist():
-        if ev.start[i] >= last_end:
+        if last_end is None or ev.start[i] >= last_end:
             keep.append(i)
             last_end = int(ev.start[i] + ev.dur[i])
     return np.array(keep, dtype=np.int64)

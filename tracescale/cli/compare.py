@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tracescale.cli.options import (
+    FiniteFloat,
     analysis_kwargs,
     analysis_options,
     emit,
@@ -29,7 +30,7 @@ from tracescale.cli.settings import CONTEXT
 @click.option(
     "--fail-on-regression",
     "fail_pct",
-    type=float,
+    type=FiniteFloat(allow_zero=True),
     metavar="PCT",
     help="Exit 1 when a matched run is significantly slower by more than PCT %.",
 )

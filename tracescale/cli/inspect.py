@@ -18,6 +18,7 @@ import numpy as np
 
 from tracescale.classify.collectives import collective_type
 from tracescale.classify.rules import DEVICE_TARGETS, RuleSet, classify_events, load_rules
+from tracescale.cli.options import memory_budget_option
 from tracescale.cli.settings import CONTEXT
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
@@ -260,13 +261,7 @@ def render_table(doc: list[dict[str, Any]]) -> None:
     default=None,
     help="TOML file of name rules applied before the defaults (which kernels are collectives).",
 )
-@click.option(
-    "--memory-budget",
-    type=float,
-    default=DEFAULT_MEMORY_BUDGET / 1e9,
-    show_default=True,
-    help="Largest decompressed trace to read, in GB.",
-)
+@memory_budget_option()
 def inspect(path: str, fmt: str, strict: bool, rules: str | None, memory_budget: float) -> None:
     """What the traces under PATH contain: ranks, steps, GPUs, collectives, warnings."""
     doc = inspect_path(path, memory_budget=int(memory_budget * 1e9), rules=rules)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -31,8 +32,8 @@ def parse_what_if(values: tuple[str, ...]) -> dict[str, float]:
             value = float(factor)
         except ValueError as exc:
             raise UsageError(f"--what-if factor must be a number, got {factor!r}") from exc
-        if value < 0:
-            raise UsageError(f"--what-if factor must be >= 0, got {value}")
+        if not math.isfinite(value) or value < 0:
+            raise UsageError(f"--what-if factor must be a finite number >= 0, got {factor!r}")
         out[name] = value
     return out
 
@@ -125,6 +126,61 @@ def table_style(output: str | None) -> dict[str, Any]:
     return {"width": int(env) if env.isdigit() and int(env) > 0 else DEFAULT_WIDTH}
 
 
+DEFAULT_MEMORY_BUDGET_GB = 8.0
+
+
+class FiniteFloat(click.ParamType):  # type: ignore[type-arg]
+    """A finite number (no nan/inf), positive or non-negative: anything else is a usage error."""
+
+    name = "NUMBER"
+
+    def __init__(self, *, allow_zero: bool = False, unit: str = "") -> None:
+        self.allow_zero = allow_zero
+        self.unit = unit
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number{self.unit}", param, ctx)
+        ok = number >= 0 if self.allow_zero else number > 0
+        if not math.isfinite(number) or not ok:
+            sign = "non-negative" if self.allow_zero else "positive"
+            self.fail(f"{value!r} must be a {sign}, finite number{self.unit}", param, ctx)
+        return number
+
+
+class GigabytesType(FiniteFloat):
+    """A positive, finite number of gigabytes (10^9 bytes), at least one byte."""
+
+    name = "GB"
+
+    def __init__(self) -> None:
+        super().__init__(unit=" of GB")
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        number = super().convert(value, param, ctx)
+        if number * 1e9 < 1:
+            self.fail(f"{value!r} GB is less than one byte", param, ctx)
+        return number
+
+
+def memory_budget_option() -> Callable[[F], F]:
+    """--memory-budget in GB, the same option (unit, default, checks) for every command."""
+    return click.option(
+        "--memory-budget",
+        type=GigabytesType(),
+        default=DEFAULT_MEMORY_BUDGET_GB,
+        show_default=True,
+        metavar="GB",
+        help="Largest decompressed trace file accepted, in GB (bounds memory per worker).",
+    )
+
+
 def analysis_options(func: F) -> F:
     """Decorate a command with the analysis options."""
     opts = [
@@ -164,7 +220,12 @@ def analysis_options(func: F) -> F:
             help="ProfilerStep numbers to keep, as inspect shows them: 12: or #12: from #12 on, "
             "10:14 for #10-#13, #12 alone; negative counts from the last step (:-1 drops it).",
         ),
-        click.option("--jobs", "-j", type=int, help="Worker processes (default: the cores)."),
+        click.option(
+            "--jobs",
+            "-j",
+            type=click.IntRange(min=1),
+            help="Worker processes (default: the cores).",
+        ),
         click.option(
             "--strict", is_flag=True, help="Fail (exit 3) on any bad rank file instead of warning."
         ),
@@ -179,14 +240,7 @@ def analysis_options(func: F) -> F:
             metavar="ADDRESS|local",
             help="Run per-rank work on a Dask cluster (needs the dask extra).",
         ),
-        click.option(
-            "--memory-budget",
-            type=float,
-            default=8.0,
-            show_default=True,
-            metavar="GB",
-            help="Largest decompressed trace file accepted (bounds memory per worker).",
-        ),
+        memory_budget_option(),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar."),
     ]
     for opt in reversed(opts):
@@ -205,7 +259,7 @@ def analysis_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "steps": options.get("steps"),
         "jobs": options.get("jobs"),
         "strict": options.get("strict", False),
-        "memory_budget": int(options.get("memory_budget", 8.0) * 1e9),
+        "memory_budget": int(options.get("memory_budget", DEFAULT_MEMORY_BUDGET_GB) * 1e9),
     }
     for key in ("cache_dir", "no_cache", "scheduler"):
         if options.get(key):

@@ -106,7 +106,7 @@ def _world_sizes(text: str, option: str) -> list[int]:
 @click.option("--mode", type=click.Choice(["strong", "weak"]), default="strong", show_default=True)
 @click.option(
     "--steps",
-    type=int,
+    type=click.IntRange(min=1),
     default=None,
     help="Profiled steps per run [default: 5; grad_accum: 2 x accum_steps; heavy_tail: 20].",
 )
@@ -119,7 +119,11 @@ def _world_sizes(text: str, option: str) -> list[int]:
     help="Override a model parameter (repeatable); see the table above.",
 )
 @click.option(
-    "--jobs", type=int, default=1, show_default=True, help="Processes writing rank files."
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes writing rank files.",
 )
 @click.option(
     "--pattern",

@@ -11,6 +11,7 @@ import sys
 import click
 
 from tracescale.capture.sweep import parse_nproc, run_sweep
+from tracescale.cli.options import FiniteFloat
 from tracescale.cli.settings import CONTEXT
 from tracescale.errors import TracescaleError
 
@@ -34,7 +35,9 @@ def _echo_err(message: str) -> None:
     type=click.Path(file_okay=False),
     help="Study folder: one ws{N}/ subfolder per process count.",
 )
-@click.option("--timeout", type=float, default=None, help="Seconds allowed per run (default none).")
+@click.option(
+    "--timeout", type=FiniteFloat(), default=None, help="Seconds allowed per run (default none)."
+)
 @click.option("--python", "python", default=None, help="Python that runs torchrun (default: this).")
 @click.option("--overwrite", is_flag=True, help="Replace traces already in OUT/ws{N}/.")
 @click.option("--show-output", is_flag=True, help="Let the script's output through (else hidden).")

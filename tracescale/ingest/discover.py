@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 
@@ -64,11 +65,16 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class StudySpec:
-    """A study: runs at one or more world sizes."""
+    """A study: runs at one or more world sizes.
+
+    ``rejected``: (path, reason) of every trace-named file left out at discovery (empty, not
+    JSON, not Kineto, an impossible rank); each is also a warning, and ``--strict`` fails on it.
+    """
 
     path: str
     runs: tuple[RunSpec, ...]
     warnings: tuple[str, ...] = ()
+    rejected: tuple[tuple[str, str], ...] = ()
 
 
 def _is_candidate(name: str) -> bool:
@@ -112,14 +118,20 @@ def discover(path: str, _seen: set[str] | None = None) -> list[StudySpec]:
             raise NoTracesError("no such file or folder", path=path)
     else:
         try:
-            os.stat(path)
+            st = os.stat(path)
         except FileNotFoundError as exc:
             raise NoTracesError("no such file or folder", path=path) from exc
         except OSError as exc:
             raise InvalidTraceError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise InvalidTraceError(
+                "not a regular file or folder (a FIFO, socket or device cannot be a trace)",
+                path=path,
+            )
     if _isfile(path):
         head = sniff(path, strict=True)
         run = _make_run([head], path, ws_hint=None, label=os.path.basename(path))
+        assert run is not None  # without a rejected list, an impossible rank raises
         return [StudySpec(path=path, runs=(run,))]
     toml_path = os.path.join(path, "tracescale.toml")
     if not remote.is_url(path) and os.path.isfile(toml_path):
@@ -145,25 +157,43 @@ def discover(path: str, _seen: set[str] | None = None) -> list[StudySpec]:
 
 def _study_from_run_folders(study: str, folders: list[str]) -> StudySpec:
     by_ws: dict[int, list[RunSpec]] = {}
-    warnings: list[str] = []
+    rejected: list[tuple[str, str]] = []
     for folder in folders:
         files, _ = _trace_files(folder)
-        heads = []
-        for f in files:
-            head = sniff(f, strict=False)
-            if head.error:
-                warnings.append(f"{f}: skipped: {head.error}")
-                continue
-            heads.append(head)
+        heads = _readable_heads(files, rejected)
         if not heads:
             continue
         label = os.path.relpath(folder, study) if folder != study else os.path.basename(folder)
-        run = _make_run(heads, folder, ws_hint=_ws_from_name(os.path.basename(folder)), label=label)
-        by_ws.setdefault(run.world_size, []).append(run)
+        ws_hint = _ws_from_name(os.path.basename(folder))
+        run = _make_run(heads, folder, ws_hint=ws_hint, label=label, rejected=rejected)
+        if run is not None:
+            by_ws.setdefault(run.world_size, []).append(run)
     if not by_ws:
+        if rejected:
+            path, why = rejected[0]
+            raise InvalidTraceError(
+                f"no usable Kineto trace file ({len(rejected)} rejected; first: {path}: {why})",
+                path=study,
+            )
         raise NoTracesError("no Kineto trace files found", path=study)
     runs = [pool_repeats(ws, by_ws[ws], "folders") for ws in sorted(by_ws)]
-    return StudySpec(path=study, runs=tuple(runs), warnings=tuple(warnings))
+    return _study(study, runs, rejected)
+
+
+def _readable_heads(files: list[str], rejected: list[tuple[str, str]]) -> list[FileHead]:
+    heads = []
+    for f in files:
+        head = sniff(f, strict=False)
+        if head.error:
+            rejected.append((f, head.error))
+        else:
+            heads.append(head)
+    return heads
+
+
+def _study(path: str, runs: list[RunSpec], rejected: list[tuple[str, str]]) -> StudySpec:
+    warnings = tuple(f"{f}: skipped: {why}" for f, why in rejected)
+    return StudySpec(path=path, runs=tuple(runs), warnings=warnings, rejected=tuple(rejected))
 
 
 def pool_repeats(world_size: int, parts: list[RunSpec], what: str) -> RunSpec:
@@ -185,8 +215,25 @@ def _ws_from_name(name: str) -> int | None:
     return None
 
 
-def _make_run(heads: list[FileHead], folder: str, ws_hint: int | None, label: str) -> RunSpec:
-    """Ranks and world size of the files of one folder, with the consistency checks."""
+#: Larger rank numbers are corrupt, not a job (the largest jobs have ~10^5 ranks).
+MAX_RANK = 1 << 20
+
+
+def _make_run(
+    heads: list[FileHead],
+    folder: str,
+    ws_hint: int | None,
+    label: str,
+    rejected: list[tuple[str, str]] | None = None,
+    hint_from: str = "folder name",
+) -> RunSpec | None:
+    """Ranks and world size of the files of one folder, with the consistency checks.
+
+    A file whose rank cannot belong to the run (not below the world size) is left out and
+    added to ``rejected`` when that list is given, else it is an error; None when no file is
+    left. A folder name (``ws8``) that disagrees with ``distributedInfo`` is a warning: the
+    traces' own word wins.
+    """
     warnings: list[str] = []
     sizes = {h.world_size for h in heads if h.world_size is not None}
     if len(sizes) > 1:
@@ -195,6 +242,11 @@ def _make_run(heads: list[FileHead], folder: str, ws_hint: int | None, label: st
             f"files of different world sizes in one folder: {detail}", path=folder
         )
     world = sizes.pop() if sizes else ws_hint
+    if world is not None and ws_hint is not None and world != ws_hint:
+        warnings.append(
+            f"{folder}: the {hint_from} says world size {ws_hint} but distributedInfo says "
+            f"{world}; using {world}"
+        )
     ranked: list[RankFile] = []
     unknown: list[FileHead] = []
     for h in heads:
@@ -212,14 +264,23 @@ def _make_run(heads: list[FileHead], folder: str, ws_hint: int | None, label: st
         ranked.append(RankFile(h.path, nxt, h.size, "order"))
         warnings.append(f"{h.path}: no rank in distributedInfo or file name; taken as rank {nxt}")
         used.add(nxt)
+    bound = world if world is not None else MAX_RANK
+    impossible = [r for r in ranked if r.rank >= bound]
+    for r in impossible:
+        why = (
+            f"rank {r.rank} is not below the world size {world}"
+            if world is not None
+            else f"rank {r.rank} is implausibly large"
+        )
+        if rejected is None:
+            raise InvalidTraceError(why, path=r.path)
+        rejected.append((r.path, why))
+    ranked = [r for r in ranked if r.rank < bound]
+    if not ranked:
+        return None
     distinct = sorted({r.rank for r in ranked})
     if world is None:
         world = max(len(distinct), max(distinct) + 1 if distinct else 1)
-    for r in ranked:
-        if r.rank >= world:
-            raise InvalidTraceError(
-                f"rank {r.rank} is not below the world size {world}", path=r.path
-            )
     missing = sorted(set(range(world)) - set(distinct))
     if missing and len(distinct) < world:
         shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
@@ -239,25 +300,28 @@ def _study_from_toml(study: str, toml_path: str) -> StudySpec:
     try:
         with open(toml_path, "rb") as fh:
             conf = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
         raise UsageError(f"cannot read tracescale.toml: {exc}", path=toml_path) from exc
     entries = conf.get("run", [])
     if not isinstance(entries, list) or not entries:
         raise UsageError("expected [[run]] tables with world_size and path", path=toml_path)
     runs: dict[int, list[RunSpec]] = {}
+    rejected: list[tuple[str, str]] = []
     for entry in entries:
         try:
             ws = int(entry["world_size"])
             rel = str(entry["path"])
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError("each [[run]] needs world_size and path", path=toml_path) from exc
+        if ws < 1:
+            raise UsageError(f"world_size must be >= 1, not {ws}", path=toml_path)
         target = os.path.join(study, rel)
         files = [target] if os.path.isfile(target) else _trace_files(target)[0]
-        heads = [sniff(f, strict=False) for f in files]
-        heads = [h for h in heads if not h.error]
-        if not heads:
-            raise NoTracesError("no trace files for this [[run]]", path=target)
-        run = _make_run(heads, target, ws_hint=ws, label=str(entry.get("label", rel)))
+        heads = _readable_heads(files, rejected)
+        label = str(entry.get("label", rel))
+        run = _make_run(heads, target, ws, label, rejected, "tracescale.toml") if heads else None
+        if run is None:
+            raise NoTracesError("no usable trace files for this [[run]]", path=target)
         if run.world_size != ws:
             run = RunSpec(ws, run.label, run.groups, run.warnings)
         runs.setdefault(ws, []).append(run)
@@ -270,4 +334,4 @@ def _study_from_toml(study: str, toml_path: str) -> StudySpec:
         )
         for ws, rs in sorted(runs.items())
     ]
-    return StudySpec(path=study, runs=tuple(out))
+    return _study(study, out, rejected)

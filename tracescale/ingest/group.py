@@ -18,6 +18,7 @@ import numpy as np
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.discover import RankFile, RunGroup
+from tracescale.ingest.plausible import NESTED_TOO_DEEPLY, vet
 from tracescale.ingest.trace import EventColumns, RankTrace, TraceMeta
 
 OnError = Callable[[RankFile, InvalidTraceError], None]
@@ -43,6 +44,15 @@ def pooled_windows_note(rank: int, windows: Sequence[Any]) -> str:
     )
 
 
+def load_checked(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> RankTrace:
+    """:func:`load_trace` plus :func:`~tracescale.ingest.plausible.vet`; JSON nested deeper
+    than the parser's recursion limit is an invalid trace too, not a crash."""
+    try:
+        return vet(load_trace(path, memory_budget=memory_budget))
+    except RecursionError as exc:
+        raise InvalidTraceError(NESTED_TOO_DEEPLY, path=path) from exc
+
+
 def load_group(
     group: RunGroup,
     *,
@@ -59,7 +69,7 @@ def load_group(
     by_rank: dict[int, list[RankTrace]] = {}
     for rf in group.files:
         try:
-            trace = load_trace(rf.path, memory_budget=memory_budget)
+            trace = load_checked(rf.path, memory_budget=memory_budget)
         except InvalidTraceError as exc:
             if on_error is None:
                 raise

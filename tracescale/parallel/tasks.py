@@ -18,6 +18,7 @@ from tracescale.classify.rank import RankResult, classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.errors import EXIT_INVALID_TRACE, TracescaleError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
+from tracescale.ingest.plausible import NESTED_TOO_DEEPLY, vet
 
 _COPY_CHUNK = 8 << 20
 
@@ -86,13 +87,15 @@ def run_task(task: RankTask) -> RankResult | TaskError:
     """
     try:
         with local_copy(task.path) as local:
-            trace = load_trace(local, memory_budget=task.memory_budget)
+            trace = vet(load_trace(local, memory_budget=task.memory_budget))
             result = classify_rank(trace, load_rules(task.rules_file), rank=task.rank)
         if result.path != task.path:
             result = dataclasses.replace(result, path=task.path)
         return result
     except TracescaleError as exc:
         return TaskError(task.path, exc.message, exc.exit_code)
+    except RecursionError:
+        return TaskError(task.path, NESTED_TOO_DEEPLY, EXIT_INVALID_TRACE)
     except MemoryError:
         return TaskError(
             task.path,
