@@ -52,3 +52,13 @@ def test_every_rank_shifted_gives_identical_numbers(base, tmp_path, shift_s):
     )
     assert (first < 0) == (shift_s < 0)  # the -10 s case really has negative timestamps
     assert _doc(shifted) == expected
+
+
+def test_union_of_negative_intervals() -> None:
+    import numpy as np
+
+    from tracescale.classify.gpu_metrics import union_ns
+
+    start = np.array([-10, -5, -30], dtype=np.int64)
+    end = np.array([-6, -1, -20], dtype=np.int64)
+    assert union_ns(start, end) == 4 + 4 + 10

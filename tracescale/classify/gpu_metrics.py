@@ -36,11 +36,14 @@ import pandas as pd
 
 I64 = npt.NDArray[np.int64]
 
+#: "No GPU event" in the time columns: times may be negative (a clock behind), so not -1.
+NO_TIME = int(np.iinfo(np.int64).min)
+
 #: Per-step columns (ns) added to a rank's step table by classify; see the module docstring.
 GPU_STEP_COLUMNS: tuple[str, ...] = (
     "gpu_prev_step",  # the previous step number in the trace (-1 for the first)
-    "gpu_first_ns",  # start of the step's first GPU event (-1 when it launched none)
-    "gpu_last_ns",  # end of its last GPU event (-1 when none)
+    "gpu_first_ns",  # start of the step's first GPU event (NO_TIME when it launched none)
+    "gpu_last_ns",  # end of its last GPU event (NO_TIME when none)
     "gpu_busy_ns",  # union of its kernels, memcpys and memsets
     "gpu_compute_ns",  # union of its compute kernels
     "gpu_comm_ns",  # union of its communication kernels
@@ -72,7 +75,7 @@ def union_ns(start: I64, end: I64) -> int:
     new[1:] = s[1:] > reach[:-1]
     block = np.cumsum(new) - 1
     block_start = s[new]
-    block_end = np.zeros(block_start.shape[0], dtype=np.int64)
+    block_end = block_start.copy()  # not zeros: times may be negative
     np.maximum.at(block_end, block, e)
     return int((block_end - block_start).sum())
 
@@ -100,7 +103,7 @@ def gpu_step_measures(
     communication) and the index of the step that launched each (-1: outside every step).
     """
     n = numbers.shape[0]
-    cols = {c: np.full(n, -1 if c in ("gpu_first_ns", "gpu_last_ns") else 0, dtype=np.int64)
+    cols = {c: np.full(n, NO_TIME if c in ("gpu_first_ns", "gpu_last_ns") else 0, dtype=np.int64)
             for c in GPU_STEP_COLUMNS}  # fmt: skip
     cols["gpu_prev_step"] = np.concatenate([[-1], numbers[:-1]]).astype(np.int64)
     keep = step_of >= 0
@@ -169,7 +172,7 @@ def rank_gpu_totals(steps: pd.DataFrame) -> GpuTotals | None:
     if "gpu_busy_ns" not in steps.columns or steps.empty:
         return None
     kept = set(steps["step"].astype("int64").tolist())
-    has = steps["gpu_first_ns"] >= 0
+    has = steps["gpu_first_ns"] != NO_TIME
     if not has.any():
         return GpuTotals(0, 0, 0, 0, 0)
     span = int(steps.loc[has, "gpu_last_ns"].max()) - int(steps.loc[has, "gpu_first_ns"].min())
