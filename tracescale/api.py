@@ -125,14 +125,17 @@ def compare(
     *,
     fail_on_regression_pct: float | None = None,
     seed: int = 0,
+    match: str = "size",
     **analyze_options: Any,
 ) -> Comparison:
-    """Compare two sides run by run (matched by world size)."""
+    """Compare two sides run by run: matched by world size, or (``match="any"``) in order."""
     from tracescale.comparison.core import compare_docs
 
     if fail_on_regression_pct is not None and fail_on_regression_pct < 0:
         raise UsageError("--fail-on-regression takes a percentage >= 0")
     b = study_of(before, **analyze_options)
     a = study_of(after, **analyze_options)
-    doc = compare_docs(b.doc, a.doc, fail_on_regression_pct=fail_on_regression_pct, seed=seed)
+    doc = compare_docs(
+        b.doc, a.doc, fail_on_regression_pct=fail_on_regression_pct, seed=seed, match=match
+    )
     return Comparison(doc=doc)

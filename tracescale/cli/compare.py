@@ -34,6 +34,15 @@ from tracescale.cli.settings import CONTEXT
     metavar="PCT",
     help="Exit 1 when a matched run is significantly slower by more than PCT %.",
 )
+@click.option(
+    "--match",
+    type=click.Choice(["size", "any"]),
+    default="size",
+    show_default=True,
+    help="Pair runs by equal world size, or 'any': in world-size order whatever N is "
+    "(with a warning; step times and categories compare, scaling does not). Two single "
+    "runs are always compared.",
+)
 @analysis_options
 def compare(
     before: str,
@@ -42,6 +51,7 @@ def compare(
     output: str | None,
     force: bool,
     fail_pct: float | None,
+    match: str,
     **options: Any,
 ) -> None:
     """Compare BEFORE and AFTER (trace folders or saved study JSON), run by run."""
@@ -49,7 +59,7 @@ def compare(
 
     kwargs = analysis_kwargs(options)
     fmt = pick_format(fmt, output)
-    comparison = api.compare(before, after, fail_on_regression_pct=fail_pct, **kwargs)
+    comparison = api.compare(before, after, fail_on_regression_pct=fail_pct, match=match, **kwargs)
     emit(comparison.render(fmt, **table_style(output)), output, inputs=[before, after], force=force)
     code = comparison.exit_code(fail_pct)
     if code:

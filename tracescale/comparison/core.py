@@ -11,13 +11,17 @@ from typing import Any
 
 import numpy as np
 
+from tracescale.comparison.ops import biggest_op_change, op_changes
 from tracescale.errors import EXIT_OK, EXIT_REGRESSION, UsageError
 from tracescale.report.fmt import label, num
+from tracescale.report.names import short_name
 
 #: Changes smaller than this (in %) are "unchanged" even when significant: noise floor for CI.
 MIN_CHANGE_PCT = 1.0
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.90
+#: How runs are paired: by equal world size, or (``any``) in world-size order whatever N is.
+MATCHES = ("size", "any")
 
 
 def _d(x: Any) -> dict[str, Any]:
@@ -96,6 +100,7 @@ def compare_runs(
     return {
         "study": study,
         "world_size": ra.get("world_size"),
+        "world_size_before": rb.get("world_size"),
         "step_time_s": {
             "before": mb,
             "after": ma,
@@ -107,6 +112,7 @@ def compare_runs(
         "breakdown_s": {"before": bb, "after": ba},
         "breakdown_delta_s": delta,
         "main_change": {"category": main, "delta_s": delta[main]} if main else None,
+        "op_changes": op_changes(rb, ra),
         "verdict": _verdict(change, significant),
     }
 
@@ -198,14 +204,48 @@ def gate_exit_code(compare_doc: dict[str, Any], fail_on_regression_pct: float | 
 def _headline(r: dict[str, Any]) -> str:
     st = _d(r["step_time_s"])
     ch = num(st.get("change_pct"))
-    text = f"N={r['world_size']}: {r['verdict']}"
+    nb = r.get("world_size_before", r["world_size"])
+    at = f"N={r['world_size']}" if nb == r["world_size"] else f"N={nb} -> N={r['world_size']}"
+    text = f"{at}: {r['verdict']}"
     if ch is not None:
         text += f", step time {ch:+.1f}%"
     main = _d(r.get("main_change"))
     if main.get("category") and r["verdict"] != "unchanged":
         text += f"; biggest change: {label(str(main['category'])).lower()} "
         text += f"{(num(main.get('delta_s')) or 0.0) * 1e3:+.1f} ms per step"
+    op = biggest_op_change(_d(r.get("op_changes")))
+    if op is not None and r["verdict"] != "unchanged":
+        text += (
+            f"; biggest op change: `{short_name(str(op['name']))}` ({op['change']}, "
+            f"{(num(op.get('delta_s')) or 0.0) * 1e3:+.1f} ms per step)"
+        )
     return text
+
+
+def _pair_runs(
+    nb: dict[int, dict[str, Any]], na: dict[int, dict[str, Any]], match: str, warnings: list[str]
+) -> tuple[list[tuple[int, int]], list[dict[str, Any]]]:
+    """(before N, after N) pairs and the unmatched runs, by the ``match`` rule.
+
+    ``size``: equal world sizes; two single runs of different sizes are still compared (they
+    are one trace or one run each: the only comparison there is), with a warning. ``any``:
+    in world-size order whatever N is, each pair of different sizes warned about.
+    """
+    common = sorted(set(nb) & set(na))
+    if match == "size" and (common or len(nb) != 1 or len(na) != 1):
+        pairs = [(n, n) for n in common]
+    else:
+        pairs = list(zip(sorted(nb), sorted(na), strict=False))
+    for b, a in pairs:
+        if b != a:
+            warnings.append(
+                f"N={b} before compared with N={a} after: different world sizes, so step "
+                "times and categories compare but scaling does not"
+            )
+    used_b, used_a = {b for b, _ in pairs}, {a for _, a in pairs}
+    unmatched = [{"side": "before", "world_size": n} for n in sorted(set(nb) - used_b)]
+    unmatched += [{"side": "after", "world_size": n} for n in sorted(set(na) - used_a)]
+    return pairs, unmatched
 
 
 def compare_docs(
@@ -214,24 +254,24 @@ def compare_docs(
     *,
     fail_on_regression_pct: float | None = None,
     seed: int = 0,
+    match: str = "size",
 ) -> dict[str, Any]:
-    """The compare document: runs matched by world size, per-run and overall verdicts, the gate.
+    """The compare document: matched runs, per-run and overall verdicts, op changes, the gate.
 
-    Raises :class:`UsageError` when no world size is common to both sides.
+    ``match``: :data:`MATCHES`. Raises :class:`UsageError` when no run can be paired.
     """
+    if match not in MATCHES:
+        raise UsageError(f"--match must be one of {', '.join(MATCHES)}, not {match!r}")
     warnings: list[str] = []
     pairs = _pair_studies(_studies(before), _studies(after), warnings)
     runs: list[dict[str, Any]] = []
     studies = []
     for i, (sb, sa) in enumerate(pairs):
         nb, na = _runs_by_n(sb), _runs_by_n(sa)
-        unmatched = [{"side": "before", "world_size": n} for n in sorted(set(nb) - set(na))]
-        unmatched += [{"side": "after", "world_size": n} for n in sorted(set(na) - set(nb))]
+        run_pairs, unmatched = _pair_runs(nb, na, match, warnings)
         for u in unmatched:
             warnings.append(f"N={u['world_size']} only measured {u['side']}: not compared")
-        runs += [
-            compare_runs(nb[n], na[n], study=i, seed=seed + n) for n in sorted(set(nb) & set(na))
-        ]
+        runs += [compare_runs(nb[b], na[a], study=i, seed=seed + a) for b, a in run_pairs]
         studies.append(_study_summary(sb, sa, unmatched))
     if not runs:
         sizes = [
@@ -241,7 +281,8 @@ def compare_docs(
         ]
         raise UsageError(
             "cannot compare: no world size is measured on both sides "
-            f"(before: {sizes[0] if sizes else 'none'}; after: {sizes[-1] if sizes else 'none'})"
+            f"(before: {sizes[0] if sizes else 'none'}; after: {sizes[-1] if sizes else 'none'}); "
+            "--match any compares runs of different world sizes in order"
         )
     return {
         "schema_version": 1,
@@ -258,5 +299,6 @@ def compare_docs(
             "bootstrap_samples": BOOTSTRAP_SAMPLES,
             "seed": seed,
             "min_change_pct": MIN_CHANGE_PCT,
+            "match": match,
         },
     }

@@ -11,7 +11,7 @@ from typing import Any
 
 from tracescale.report import fmt
 from tracescale.report.blocks import Section, categories_of, runs_of
-from tracescale.report.names import short_name
+from tracescale.report.names import short_names
 
 #: Ops shown per category (the JSON keeps more).
 OPS_SHOWN = 3
@@ -53,7 +53,9 @@ def top_ops_section(study: dict[str, Any]) -> Section | None:
         if step <= 0 or whole < MIN_STEP_SHARE * step:
             continue
         shown = [e for e in _ops(last, cat) if (fmt.num(e.get("share")) or 0.0) >= 0.01]
-        for i, e in enumerate(shown[:OPS_SHOWN]):
+        shown = shown[:OPS_SHOWN]
+        labels = short_names([str(e.get("name")) for e in shown])
+        for i, (e, label) in enumerate(zip(shown, labels, strict=True)):
             name = str(e.get("name"))
             per_n = []
             for r in runs:
@@ -61,7 +63,7 @@ def top_ops_section(study: dict[str, Any]) -> Section | None:
                 per_n.append(fmt.secs(match[0].get("seconds")) if match else fmt.DASH)
             law = _d(e.get("law"))
             flagged |= bool(law.get("flagged"))
-            row = [fmt.label(cat) if i == 0 else "", short_name(name), *per_n]
+            row = [fmt.label(cat) if i == 0 else "", label, *per_n]
             sec.rows.append([*row, fmt.pct(e.get("share"), 0), _law_text(law, len(runs))])
     if not sec.rows:
         return None

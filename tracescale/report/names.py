@@ -38,3 +38,43 @@ def short_name(name: str, width: int = 60) -> str:
         return text
     keep = width - 1
     return text[: keep // 2] + "…" + text[-(keep - keep // 2) :]
+
+
+def short_names(names: list[str], width: int = 48) -> list[str]:
+    """:func:`short_name` of each, kept distinct: names that shorten alike keep more of
+    themselves (their template arguments), and any still alike are numbered."""
+    out = [short_name(n, width) for n in names]
+    for i, text in enumerate(out):
+        same = [j for j, t in enumerate(out) if t == text and names[j] != names[i]]
+        if not same:
+            continue
+        for j in [i, *same]:
+            full = _with_templates(names[j])
+            wide = width + 12
+            out[j] = full if len(full) <= wide else full[: wide // 2] + "…" + full[-wide // 2 :]
+    seen: dict[str, int] = {}
+    for i, text in enumerate(out):
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] > 1:
+            out[i] = f"{text} [{seen[text]}]"
+    return out
+
+
+def _with_templates(name: str) -> str:
+    """The kernel's own name with its template arguments: no return type, namespaces or
+    argument list (what tells two instantiations of one kernel apart)."""
+    text = short_name(name, width=10_000)
+    stem = text.split("<…>", 1)[0]
+    full = name.strip().replace("(anonymous namespace)", "(anon)").removeprefix("void ")
+    start = full.find(stem) if stem else -1
+    if start < 0:
+        return text
+    depth, end = 0, len(full)
+    for k in range(start + len(stem), len(full)):
+        depth += {"<": 1, ">": -1}.get(full[k], 0)
+        if depth == 0:
+            end = k + 1
+            break
+    own = full[start:end]
+    head, _, tail = own.partition("<")
+    return head.rsplit("::", 1)[-1] + ("<" + tail if tail else "")

@@ -86,7 +86,7 @@ def render_compare(
     _check(fmt)
     if fmt == "json":
         return render_json(doc)
-    from tracescale.comparison.render import compare_html, compare_markdown, compare_table
+    from tracescale.report.compare_sections import compare_html, compare_markdown, compare_table
 
     if fmt == "markdown":
         return compare_markdown(doc)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracescale.report import fmt
-from tracescale.report.sections import Block, Section
+from tracescale.report.blocks import Block, Section
+from tracescale.report.names import short_names
 
 
 def _d(x: Any) -> dict[str, Any]:
@@ -14,6 +15,11 @@ def _d(x: Any) -> dict[str, Any]:
 
 def _l(x: Any) -> list[Any]:
     return x if isinstance(x, list) else []
+
+
+def _n_label(r: dict[str, Any]) -> str:
+    nb, na = r.get("world_size_before", r.get("world_size")), r.get("world_size")
+    return f"N={na}" if nb == na else f"N={nb}→{na}"
 
 
 def _ba(pair: Any, f: Any) -> list[str]:
@@ -40,7 +46,9 @@ def step_section(runs: list[dict[str, Any]]) -> Section:
     sec.headers = ["N", "Before", "After", "Change", "90% interval", "Significant", "Verdict"]
     for r in runs:
         st = _d(r.get("step_time_s"))
-        row = [str(r.get("world_size")), fmt.secs(st.get("before")), fmt.secs(st.get("after"))]
+        nb, na = r.get("world_size_before", r.get("world_size")), r.get("world_size")
+        n = str(na) if nb == na else f"{nb}→{na}"
+        row = [n, fmt.secs(st.get("before")), fmt.secs(st.get("after"))]
         row += [fmt.signed_pct(st.get("change_pct")), fmt.interval(st.get("ci90"), fmt.signed_pct)]
         row += [fmt.cell(bool(st.get("significant"))), str(r.get("verdict"))]
         sec.rows.append(row)
@@ -52,13 +60,47 @@ def step_section(runs: list[dict[str, Any]]) -> Section:
 def delta_section(runs: list[dict[str, Any]]) -> Section:
     """Per category change in seconds per step (after minus before), one column per N."""
     sec = Section("compare_delta", "Change per category (after − before, per step)")
-    sec.headers = ["Category", *[f"N={r.get('world_size')}" for r in runs]]
+    sec.headers = ["Category", *[_n_label(r) for r in runs]]
     cats: list[str] = []
     for r in runs:
         cats += [c for c in _d(r.get("breakdown_delta_s")) if c not in cats]
     for c in cats:
         vals = [fmt.signed_secs(_d(r.get("breakdown_delta_s")).get(c)) for r in runs]
         sec.rows.append([fmt.label(c), *vals])
+    return sec
+
+
+def op_changes_section(runs: list[dict[str, Any]]) -> Section | None:
+    """Per matched run and category, the ops whose seconds per step changed most."""
+    sec = Section("compare_ops", "Ops that changed most (per step, after − before)")
+    sec.headers = ["N", "Category", "Op / kernel", "Before", "After", "Change", "", "Significant"]
+    sec.left_cols = 3
+    for r in runs:
+        nb, na = r.get("world_size_before", r.get("world_size")), r.get("world_size")
+        n = str(na) if nb == na else f"{nb}→{na}"
+        for cat, rows in _d(r.get("op_changes")).items():
+            shown = [_d(c) for c in _l(rows)[:3]]
+            names = short_names([str(c.get("name")) for c in shown])
+            for i, (c, name) in enumerate(zip(shown, names, strict=True)):
+                sec.rows.append(
+                    [
+                        n,
+                        fmt.label(str(cat)) if i == 0 else "",
+                        name,
+                        fmt.secs(c.get("before_s")),
+                        fmt.secs(c.get("after_s")),
+                        fmt.signed_secs(c.get("delta_s")),
+                        str(c.get("change")),
+                        fmt.cell(bool(c.get("significant"))),
+                    ]
+                )
+    if not sec.rows:
+        return None
+    sec.note = (
+        "Significant: beyond the 90% bound of the difference of the two means over steps and "
+        "over 1% of the step. new in top / out of top: below the other side's list of top ops, "
+        "so its time there is unknown."
+    )
     return sec
 
 
@@ -81,14 +123,15 @@ def compare_blocks(doc: dict[str, Any]) -> list[Block]:
     for i, st in enumerate(studies):
         mine = [r for r in runs if r.get("study", 0) == i]
         title = f"Before: {st.get('before_path', '?')}  →  After: {st.get('after_path', '?')}"
-        sections = [verdict_section(doc)] if i == 0 else []
+        sections: list[Section | None] = [verdict_section(doc)] if i == 0 else []
         warns = [str(w) for w in _l(doc.get("warnings"))]
         if i == 0 and warns:
             sections.append(Section("warnings", "Warnings", items=warns))
         if mine:
             sections += [step_section(mine), delta_section(mine)]
+            sections.append(op_changes_section(mine))
         sections.append(scaling_section(st))
-        blocks.append(Block(title, [], sections))
+        blocks.append(Block(title, [], [x for x in sections if x is not None]))
     return blocks
 
 
