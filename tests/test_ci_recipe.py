@@ -116,3 +116,9 @@ def test_recipe_fails_on_a_regression_and_still_writes_the_summary(
     assert code == 1
     assert "- Overall: regressed" in md and "FAILED, exit code 1" in md
     assert "| N | Before | After | Change | 90% interval |" in md
+    # The verdict quoted in docs/ci.md and the README is this run's real output.
+    for doc in (ROOT / "docs" / "ci.md", ROOT / "README.md"):
+        quoted = re.search(r"```\n### Verdict\n(.*?)```", doc.read_text(), re.S)
+        assert quoted, doc
+        shown = [ln for ln in quoted.group(1).splitlines() if ln.strip()]
+        assert shown and all(ln in md.splitlines() for ln in shown), (doc, shown)

@@ -119,6 +119,17 @@ def test_every_shipped_study_is_self_contained(shipped: Study) -> None:
     assert not re.search(r"https?:", html, re.I) and "Verdict" in html
 
 
+def test_every_style_block_is_scoped_and_attributes_survive() -> None:
+    page = (
+        '<html><head><style>p { color: red }</style></head><body class="x">'
+        '<main id="m" class="c"><style media="print">td { x: 1 }</style><p>hi</p></main>'
+        "</body></html>"
+    )
+    out = inline_report(page, "u")
+    assert out.count("<style>") == 1 and "#u p {color: red}" in out and "#u td {x: 1}" in out
+    assert '<div data-ts-main id="u-m" class="c"><p>hi</p></div>' in out
+
+
 def test_each_report_gets_its_own_ids() -> None:
     study = _fixture_study()
     a, b = study._repr_html_(), study._repr_html_()
@@ -136,7 +147,7 @@ def test_css_is_scoped_under_the_container() -> None:
     )
     out = scope_css(css, "#R", "R")
     assert "#R {margin: 0}" in out
-    assert "#R h2, #R .ts-main p {color: red}" in out
+    assert "#R h2, #R [data-ts-main] p {color: red}" in out
     assert "#R #R-ts-error {x: 1}" in out
     assert "@media (prefers-color-scheme: dark) {\n#R td {color: #fff}" in out
     assert "@keyframes k { to { a: 1 } }" in out

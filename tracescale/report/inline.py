@@ -16,8 +16,9 @@ import re
 import uuid
 from importlib import resources
 
-_STYLE = re.compile(r"<style>(.*?)</style>", re.S)
-_BODY = re.compile(r"<body>(.*)</body>", re.S)
+_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
+_BODY = re.compile(r"<body[^>]*>(.*)</body>", re.S)
+_MAIN = re.compile(r"<main\b")
 _SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<code>.*?)</script>", re.S)
 _ID_ATTR = re.compile(r'\b(id|for|aria-labelledby|aria-describedby)="([^"]+)"')
 _HREF_ANCHOR = re.compile(r'\bhref="#([^"]+)"')
@@ -36,7 +37,7 @@ def _scope_selector(sel: str, root: str, uid: str) -> str:
     if head and head.group(1) in ("html", "body"):
         rest = sel[head.end() :].strip()
         return f"{root} {rest}" if rest else root
-    sel = _ELEMENT.sub(lambda m: ".ts-main" if m.group(1) == "main" else m.group(1), sel)
+    sel = _ELEMENT.sub(lambda m: "[data-ts-main]" if m.group(1) == "main" else m.group(1), sel)
     return f"{root} {sel}"
 
 
@@ -80,10 +81,9 @@ def inline_report(page: str, uid: str | None = None) -> str:
     """The body of a standalone report page as one scoped ``<div>`` (see the module doc)."""
     uid = uid or "ts-" + uuid.uuid4().hex[:12]
     root = f"#{uid}"
-    style = _STYLE.search(page)
     body_match = _BODY.search(page)
-    body = body_match.group(1) if body_match else page
-    css = scope_css(style.group(1) if style else "", root, uid)
+    body = _STYLE.sub("", body_match.group(1) if body_match else page)
+    css = scope_css("\n".join(_STYLE.findall(page)), root, uid)
     css += _COMMENT.sub("", _asset("inline.css")).replace("__ROOT__", root)
     parts: list[str] = []
     pos = 0
@@ -97,5 +97,6 @@ def inline_report(page: str, uid: str | None = None) -> str:
             parts.append("<script>" + runner.replace("__CODE__", code, 1) + "</script>")
         pos = m.end()
     parts.append(_prefix_ids(body[pos:], uid))
-    markup = "".join(parts).replace("<main>", '<div class="ts-main">').replace("</main>", "</div>")
+    # One <main> per page: a notebook holding several reports gets <div data-ts-main> instead.
+    markup = _MAIN.sub("<div data-ts-main", "".join(parts)).replace("</main>", "</div>")
     return f'<div class="tracescale-report" id="{uid}"><style>{css}</style>{markup.strip()}</div>'
