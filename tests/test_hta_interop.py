@@ -188,7 +188,7 @@ def sim_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_to_hta_frames_sums_the_breakdown(sim_study: Path) -> None:
+def test_to_hta_frames_uses_the_gpu_measures(sim_study: Path) -> None:
     study = tracescale.analyze(sim_study, jobs=1)
     frames = to_hta_frames(study)
     temporal = frames["temporal_breakdown"]
@@ -204,28 +204,49 @@ def test_to_hta_frames_sums_the_breakdown(sim_study: Path) -> None:
         "compute_time_pctg",
         "non_compute_time_pctg",
     ]
-    long = study.breakdown()
-    long = long.astype({"world_size": "int64", "rank": "int64", "seconds": "float64"})
-    per_rank = long.groupby(["world_size", "rank"])["seconds"].sum() * 1e6
-    got = temporal.set_index(["world_size", "rank"])["kernel_time(us)"]
-    np.testing.assert_allclose(got.loc[per_rank.index].to_numpy(), per_rank.to_numpy())
+    by = temporal.set_index(["world_size", "rank"])
+    for run in study.runs:
+        for pr in run["per_rank"]:
+            gpu = pr["gpu_time_s"]
+            row = by.loc[(run["world_size"], pr["rank"])]
+            assert row["kernel_time(us)"] == pytest.approx(gpu["span"] * 1e6)
+            assert row["compute_time(us)"] == pytest.approx(gpu["compute"] * 1e6)
+            assert row["idle_time(us)"] == pytest.approx((gpu["span"] - gpu["busy"]) * 1e6)
+            assert row["idle_time_pctg"] == pytest.approx(pr["gpu_idle_pct"], abs=0.005)
     parts = temporal[["idle_time(us)", "compute_time(us)", "non_compute_time(us)"]].sum(axis=1)
     np.testing.assert_allclose(parts, temporal["kernel_time(us)"])
-    compute = long[long["category"] == "compute"].groupby(["world_size", "rank"])["seconds"].sum()
-    np.testing.assert_allclose(
-        temporal.set_index(["world_size", "rank"])["compute_time(us)"].loc[compute.index],
-        compute.to_numpy() * 1e6,
-    )
     idle = frames["idle_time_breakdown"]
     assert set(idle["idle_category"]) == {"host_wait", "kernel_wait", "other"}
     sums = idle.groupby(["world_size", "rank"])["idle_time"].sum()
-    np.testing.assert_allclose(
-        sums.to_numpy(), temporal.set_index(["world_size", "rank"])["idle_time(us)"].loc[sums.index]
-    )
+    np.testing.assert_allclose(sums.to_numpy(), by["idle_time(us)"].loc[sums.index])
     kt = frames["kernel_type_breakdown"]
     assert set(kt["kernel_type"]) == {"COMPUTATION", "MEMORY", "COMMUNICATION"}
     for _, grp in kt.groupby("world_size"):
         assert grp["percentage"].sum() == pytest.approx(100.0, abs=0.05)
+    ws1 = kt[kt["world_size"] == 1].set_index("kernel_type")["sum"]
+    assert ws1["COMMUNICATION"] == 0.0  # one rank: no collective kernels
+
+
+def test_to_hta_frames_without_gpu_measures_maps_categories(sim_study: Path) -> None:
+    """A study JSON without ``gpu_time_s`` (CPU runs, older files): the category mapping."""
+    import copy
+
+    study = tracescale.analyze(sim_study / "ws2", jobs=1)
+    doc = copy.deepcopy(study.doc)
+    for pr in doc["studies"][0]["runs"][0]["per_rank"]:
+        del pr["gpu_time_s"]
+    temporal = to_hta_frames(tracescale.study.Study(doc=doc))["temporal_breakdown"]
+    long = study.breakdown()
+    per_rank = long.groupby("rank")["seconds"].sum() * 1e6
+    got = temporal.set_index("rank")["kernel_time(us)"]
+    np.testing.assert_allclose(got.loc[per_rank.index].to_numpy(), per_rank.to_numpy())
+    # Compute without the waits cause attribution moved into it (on this rank: a collective).
+    rows = tracescale.study.rows_frame(doc["studies"][0]["runs"][0]).groupby("rank").sum()
+    compute = (rows["compute"] - rows["caused_compute"]) * 1e6
+    np.testing.assert_allclose(
+        temporal.set_index("rank")["compute_time(us)"].loc[compute.index], compute.to_numpy()
+    )
+    assert (rows["caused_compute"] > 0).any()  # the case is exercised
 
 
 # -- with HTA: agreement with analyze ----------------------------------------------------------

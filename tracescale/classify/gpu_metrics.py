@@ -17,7 +17,10 @@ Definitions (those of Holistic Trace Analysis, at nanosecond precision):
 These answer "how busy was the GPU", not "why was it idle": tracescale's categories explain the
 idle time by what the host was doing, and move a rank's wait for a late peer to the late rank's
 cause. An event belongs to the step whose host window launched it (HTA keeps kernels by their
-launching CPU op, too), so work that runs past a step boundary stays with its step.
+launching CPU op, too), so work that runs past a step boundary stays with its step; a kernel
+whose launch is not in the trace (launched before profiling began) is placed by its start.
+HTA differs there on traces with several ProfilerSteps: it drops such kernels although they
+run inside the first step (hta_interop's docstring has the measured cases).
 
 Measures of unions do not simply add over steps when a step's kernels still run while the next
 step's start; the table therefore also holds each step's measures taken together with the
