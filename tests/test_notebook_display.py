@@ -37,6 +37,9 @@ _PROBE = """<script>
         return c.innerHTML.split(r.id).join("UID"); }),
       color: cs.color, background: cs.backgroundColor,
       td_color: td ? getComputedStyle(td).color : null,
+      marks: Array.prototype.map.call(r.querySelectorAll(".chart svg rect, .chart svg line"),
+        function (m) { var st = getComputedStyle(m);
+          return m.tagName === "line" ? st.stroke : st.fill; }),
       h3_color: h3 ? getComputedStyle(h3).color : null});
   });
   document.querySelectorAll("[id]").forEach(function (e) { out.ids.push(e.id); });
@@ -183,6 +186,8 @@ def test_colours_follow_the_notebook_theme(tmp_path: Path) -> None:
     assert dark["td_color"] == "rgb(216, 221, 227)", "table text inherits the notebook's"
     assert dark["background"] == "rgba(0, 0, 0, 0)", "no light card on a dark notebook"
     assert _lum(dark["h3_color"]) > 140, "headings light enough on a dark background"
+    marks = [m for m in dark["marks"] if m.startswith("rgb")]
+    assert marks and not [m for m in marks if _lum(m) < 50], "no chart mark vanishes on dark"
     vscode_light = 'class="vscode-light" style="background:#fff;color:#1f1f1f"'
     light = _probe(tmp_path, "light", _host_page([frag], vscode_light), "--force-dark-mode")
     light = light["reports"][0]
