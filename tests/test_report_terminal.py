@@ -241,3 +241,25 @@ def test_cli_uses_columns_and_stays_plain_off_a_terminal(width: int) -> None:
     assert "\x1b[" not in res.stdout
     _check_width(res.stdout, width)
     assert res.stdout == render(json.loads(FIXTURE.read_text()), "table", width=width)
+
+
+def test_long_labels_go_above_their_aligned_values() -> None:
+    """Op names too long to sit beside the numbers: the name is a heading, values stay aligned."""
+    op = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    sec = Section("top_ops", "Top", ["Category", "Op / kernel", "N=1", "N=2", "Share"])
+    sec.rows = [
+        ["Data loading", op, "31.9 ms", "17.0 ms", "100%"],
+        ["", "aten::to", "1 ms", "2 ms", "3%"],
+    ]
+    sec.left_cols = 2
+    lines = [t.plain for t in table_lines(sec, 66)]
+    assert lines == [
+        " Category / Op / kernel",
+        "         N=1      N=2  Share",
+        "     ───────────────────────",
+        " Data loading",
+        "   " + op,
+        "     31.9 ms  17.0 ms   100%",
+        "   aten::to",
+        "        1 ms     2 ms     3%",
+    ]

@@ -2,8 +2,9 @@
 
 No line is ever wider than the width and no table cell is ever wrapped: a table that does
 not fit first wraps its header words, then is split into several tables that repeat the row
-label, and only when even one value column cannot sit beside the label does each row become
-a small "header: value" record. Prose (findings, warnings, notes) wraps at the width with a
+label columns; when long labels (op names) leave no room for the numbers, each label goes on
+a line of its own above its aligned values; only when that fails too does each row become a
+small "header value" record. Prose (findings, warnings, notes) wraps at the width with a
 hanging indent. Colour is optional and only ever added on top of the plain text.
 """
 
@@ -130,13 +131,13 @@ def _table_lines(
 def _split_columns(
     headers: Sequence[str],
     rows: Sequence[Sequence[str]],
-    left_cols: int,
+    keep: int,
     budget: int,
     gap: int,
 ) -> list[list[Text]] | None:
-    """Several tables repeating the label column(s), each taking as many value columns as fit."""
-    keep = 1 if left_cols < len(headers) else 0
-    if keep == 0 or len(headers) - keep < 2:
+    """Several tables repeating the first ``keep`` (label) columns, each with as many value
+    columns as fit beside them."""
+    if keep < 1 or len(headers) - keep < 2:
         return None
     rest = list(range(keep, len(headers)))
     chunks: list[list[int]] = []
@@ -160,8 +161,42 @@ def _split_columns(
         cols = _fit_columns(sub_h, sub_r, budget, gap)
         if cols is None:
             return None
-        tables.append(_table_lines(sub_h, sub_r, cols, min(left_cols, keep), gap))
+        tables.append(_table_lines(sub_h, sub_r, cols, keep, gap))
     return tables
+
+
+_LABEL_INDENT = 4
+
+
+def _label_lines(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], keep: int, width: int, gap: int
+) -> list[Text] | None:
+    """Each row's label columns on a line of their own, its values aligned on the next one.
+
+    For tables whose labels (op names) are too long to sit beside the numbers: the numbers
+    still line up under their headers, and the label is read as a heading, not a cell.
+    """
+    vh, vr = _take(headers, rows, range(keep, len(headers)))
+    cols = _fit_columns(vh, vr, width - 1 - _LABEL_INDENT, gap)
+    if cols is None:
+        return None
+    pad = " " * _LABEL_INDENT
+    value_lines = _table_lines(vh, vr, cols, 0, gap)
+    head_count = len(value_lines) - len(rows)
+    # The first label column groups rows (a category over its ops): a heading line when it
+    # changes, the other label columns indented under it.
+    label_head = " / ".join(h for h in headers[:keep] if h)
+    out = [Text(x, style=_STYLE_HEAD) for x in _wrap(label_head, width, " ", "   ")]
+    for t in value_lines[:head_count]:
+        out.append(Text(pad + t.plain, style=t.style))
+    for row, values in zip(rows, value_lines[head_count:], strict=True):
+        if row[0]:
+            out.extend(Text(x, style=_STYLE_HEAD) for x in _wrap(row[0], width, " ", "   "))
+        label = "  ".join(c for c in row[1:keep] if c)
+        if label:
+            out.extend(Text(x) for x in _wrap(label, width, "   ", "     "))
+        out.append(Text(pad + values.plain))
+    return out
 
 
 def _take(
@@ -216,7 +251,14 @@ def table_lines(sec: Section, width: int) -> list[Text]:
     cols = _fit_columns(headers, rows, budget, gap)
     if cols is not None:
         return _table_lines(headers, rows, cols, sec.left_cols, gap)
-    split = _split_columns(headers, rows, sec.left_cols, budget, gap)
+    labels = min(max(sec.left_cols, 1), len(headers))
+    split = _split_columns(headers, rows, labels, budget, gap)
+    if split is None and labels > 1 and len(headers) - labels >= 2:
+        stacked = _label_lines(headers, rows, labels, width, gap)
+        if stacked is not None:
+            return stacked
+    if split is None:
+        split = _split_columns(headers, rows, 1, budget, gap)
     if split is not None:
         out: list[Text] = []
         for k, t in enumerate(split):
