@@ -19,7 +19,7 @@ from tracescale.classify.rank import RankResult
 from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import load_rules
 from tracescale.classify.run import build_run
-from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
+from tracescale.errors import InvalidTraceError, NoTracesError, TracescaleError, UsageError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RunSpec, StudySpec, discover
 from tracescale.ingest.group import pooled_windows_note
@@ -197,6 +197,67 @@ def _split_successive(results: list[RankResult]) -> list[list[RankResult]]:
     return groups
 
 
+@dataclasses.dataclass(frozen=True)
+class ReplayOptions:
+    """What the replay stage needs beyond the runs: the rules, the topology the user states."""
+
+    rules: str | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    gpus_per_node: int | None = None
+    inter_node_bandwidth: float | None = None
+    inter_node_latency: float | None = None
+
+
+def _replay(
+    spec: StudySpec,
+    results: dict[str, RankResult | TaskError],
+    runs: list[RunBreakdown],
+    run_dicts: list[dict[str, Any]],
+    sdict: dict[str, Any],
+    opts: ReplayOptions,
+    steps: slice | None,
+) -> list[str]:
+    """replay_error per run, and projections through the replay of the largest run."""
+    from tracescale.replay.apply import apply_replay, default_gpus_per_node
+    from tracescale.replay.project import fit_replay
+    from tracescale.replay.run import replay_run, representative_rank
+
+    rules = load_rules(opts.rules)
+    by_rank: dict[tuple[int, int], str] = {}
+    for run_spec in spec.runs:
+        for f in (f for g in run_spec.groups for f in g.files):
+            res = results.get(f.path)
+            if isinstance(res, RankResult):
+                by_rank.setdefault((run_spec.world_size, res.rank), f.path)
+    replays = []
+    notes: list[str] = []
+    for run, rd in zip(runs, run_dicts, strict=True):
+        rank = representative_rank(run)
+        path = by_rank.get((run.world_size, rank))
+        if path is None:
+            continue
+        try:
+            rr = replay_run(run, path, rank, rules, memory_budget=opts.memory_budget, steps=steps)
+        except TracescaleError as exc:
+            notes.append(f"replay of N={run.world_size} unavailable: {exc.message}")
+            continue
+        rd["replay_error"] = rr.replay_error
+        rd["replay_rank"] = rank
+        replays.append(rr)
+    usable = [r for r in replays if r.kind == "gpu"]
+    if len(usable) >= 2 and usable[-1].world_size == runs[-1].world_size:
+        gpn = opts.gpus_per_node or default_gpus_per_node(usable, [p for p in runs[-1].paths])
+        study = fit_replay(
+            usable,
+            gpus_per_node=gpn,
+            inter_bandwidth=opts.inter_node_bandwidth,
+            inter_latency=opts.inter_node_latency,
+        )
+        notes.extend(apply_replay(sdict, study))
+        sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
+    return notes
+
+
 def analyze_study(
     spec: StudySpec,
     results: dict[str, RankResult | TaskError],
@@ -207,6 +268,7 @@ def analyze_study(
     assumptions: Mapping[str, str] | None,
     steps: slice | None,
     strict: bool,
+    replay: ReplayOptions | None = None,
 ) -> tuple[dict[str, Any], tuple[RunBreakdown, ...], Any]:
     """One study's document entry (runs, scaling, warnings, findings)."""
     from tracescale.classify.top_ops import attach_laws
@@ -227,12 +289,15 @@ def analyze_study(
         runs, mode=mode, project=project, what_if=what_if, assumptions=assumptions
     )
     sdict = scaling.to_dict()
+    run_dicts = [run_to_dict(r) for r in runs]
+    if replay is not None:
+        warnings.extend(_replay(spec, results, runs, run_dicts, sdict, replay, steps))
     entry: dict[str, Any] = {
         "path": spec.path,
         "mode": scaling.mode,
         "mode_reason": scaling.mode_reason,
         "categories": list(CATEGORIES),
-        "runs": [run_to_dict(r) for r in runs],
+        "runs": run_dicts,
         "scaling": sdict,
         "warnings": list(
             dict.fromkeys(
@@ -290,6 +355,10 @@ def analyze(
     assumptions: Mapping[str, str] | None = None,
     strict: bool = False,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    gpus_per_node: int | None = None,
+    inter_node_bandwidth: float | None = None,
+    inter_node_latency: float | None = None,
+    replay: bool = True,
     progress: Callable[[RankTask], None] | None = None,
     show_progress: bool = False,
     **parallel_options: Any,
@@ -312,6 +381,11 @@ def analyze(
         show_progress=show_progress,
         **parallel_options,
     )
+    replay_opts = (
+        ReplayOptions(rules, memory_budget, gpus_per_node, inter_node_bandwidth, inter_node_latency)
+        if replay
+        else None
+    )
     entries, runs_all, scalings = [], [], []
     for spec in specs:
         entry, runs, scaling = analyze_study(
@@ -323,6 +397,7 @@ def analyze(
             assumptions=assumptions,
             steps=step_slice,
             strict=strict,
+            replay=replay_opts,
         )
         entry["warnings"] = list(dict.fromkeys([*entry["warnings"], *map_warnings]))
         entries.append(entry)

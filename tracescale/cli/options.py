@@ -241,6 +241,25 @@ def analysis_options(func: F) -> F:
             help="Run per-rank work on a Dask cluster (needs the dask extra).",
         ),
         memory_budget_option(),
+        click.option(
+            "--gpus-per-node",
+            type=click.IntRange(min=1),
+            metavar="G",
+            help="Ranks per node for the intra/inter-node collective tiers (default: "
+            "deviceProperties, else the hosts in the rank file names, else one tier).",
+        ),
+        click.option(
+            "--inter-node-bandwidth",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="GB/S",
+            help="Inter-node bus bandwidth to assume when no inter-node collective was measured.",
+        ),
+        click.option(
+            "--inter-node-latency",
+            type=click.FloatRange(min=0),
+            metavar="US",
+            help="Inter-node per-hop latency (microseconds) to assume when none was measured.",
+        ),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar."),
     ]
     for opt in reversed(opts):
@@ -261,9 +280,13 @@ def analysis_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "strict": options.get("strict", False),
         "memory_budget": int(options.get("memory_budget", DEFAULT_MEMORY_BUDGET_GB) * 1e9),
     }
-    for key in ("cache_dir", "no_cache", "scheduler"):
+    for key in ("cache_dir", "no_cache", "scheduler", "gpus_per_node"):
         if options.get(key):
             kwargs[key] = options[key]
+    if options.get("inter_node_bandwidth"):
+        kwargs["inter_node_bandwidth"] = float(options["inter_node_bandwidth"]) * 1e9
+    if options.get("inter_node_latency") is not None:
+        kwargs["inter_node_latency"] = float(options["inter_node_latency"]) * 1e-6
     return kwargs
 
 

@@ -78,6 +78,8 @@ def breakdown_section(study: dict[str, Any]) -> Section:
         ]
     )
     sec.rows.append(["Comm. wait", *[fmt.secs(r.get("communication_wait_s")) for r in runs]])
+    if any("replay_error" in r for r in runs):
+        sec.rows.append(["Replay error", *[fmt.pct(r.get("replay_error"), 2) for r in runs]])
     return sec
 
 

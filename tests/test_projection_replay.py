@@ -1,0 +1,86 @@
+"""Projections through the execution-graph replay, end to end on shipped and real studies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracescale.cli.main import cli
+from tracescale.pipeline import analyze
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = ROOT / "sample_traces" / "sim_gpu_strong"
+
+
+@pytest.fixture(scope="module")
+def sim_study() -> dict[str, object]:
+    return analyze(str(SIM), jobs=1, project=[16, 32, 64], no_cache=True).studies[0]
+
+
+def test_replay_error_is_small_on_every_run(sim_study: dict[str, object]) -> None:
+    runs = sim_study["runs"]
+    assert [r["world_size"] for r in runs] == [1, 2, 4, 8]
+    for r in runs:
+        assert 0.0 <= r["replay_error"] <= 0.02
+
+
+def test_replayed_projection_holds_the_truth(sim_study: dict[str, object]) -> None:
+    truth = json.loads((SIM / "truth.json").read_text())["speedup"]
+    scaling = sim_study["scaling"]
+    assert scaling["replay"]["base_world_size"] == 8
+    for p in scaling["projections"]:
+        true = truth[str(p["world_size"])]
+        assert p["speedup"] == pytest.approx(true, rel=0.10)
+        lo, hi = p["speedup_ci90"]
+        assert lo <= true <= hi, (p["world_size"], lo, true, hi)
+        assert p["closed_form_step_time_s"] > 0
+        assert sum(p["breakdown_s"].values()) == pytest.approx(p["step_time_s"], rel=1e-9)
+    f = scaling["replay"]["serial_fraction"]
+    assert 0.0 <= f <= 1.0
+    assert f == pytest.approx(
+        json.loads((SIM / "truth.json").read_text())["serial_fraction"], abs=0.02
+    )
+
+
+def test_unmeasured_inter_node_tier_is_named_and_can_be_supplied() -> None:
+    base = ["analyze", str(SIM), "--project", "16", "-j1", "--no-cache", "--format", "json"]
+    plain = CliRunner().invoke(cli, [*base, "--gpus-per-node", "8"])
+    assert plain.exit_code == 0, plain.output
+    doc = json.loads(plain.output)["studies"][0]
+    assert any("no inter-node collective was measured" in w for w in doc["warnings"])
+    slow = CliRunner().invoke(
+        cli,
+        [
+            *base,
+            "--gpus-per-node",
+            "8",
+            "--inter-node-bandwidth",
+            "2",
+            "--inter-node-latency",
+            "50",
+        ],
+    )
+    assert slow.exit_code == 0, slow.output
+    sdoc = json.loads(slow.output)["studies"][0]
+    t_plain = doc["scaling"]["projections"][0]["step_time_s"]
+    t_slow = sdoc["scaling"]["projections"][0]["step_time_s"]
+    assert t_slow > t_plain
+    assert any("given inter-node latency 50 us" in w for w in sdoc["warnings"])
+
+
+def test_cpu_study_is_replayed_but_projected_by_the_closed_form() -> None:
+    study = analyze(str(ROOT / "sample_traces" / "ddp_cpu_strong"), jobs=1, no_cache=True).studies[
+        0
+    ]
+    for r in study["runs"]:
+        assert r["replay_error"] <= 0.02
+    assert "replay" not in study["scaling"]
+
+
+def test_real_8_rank_nccl_trace_replays(shared_traces: Path) -> None:
+    study = analyze(str(shared_traces / "external" / "param_dlrm_8rank"), jobs=1, no_cache=True)
+    (run,) = study.studies[0]["runs"]
+    assert run["replay_error"] <= 0.02

@@ -1,0 +1,129 @@
+"""Execution-graph replay on tiny hand-written traces: exact microseconds in and out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tracescale.ingest import load_trace
+from tracescale.ingest.steps import find_steps
+from tracescale.replay.engine import replay
+from tracescale.replay.graph import DEV, SYNC, build_graph
+from tracescale.replay.laws import fit_law
+from tracescale.replay.variability import expected_max
+
+NO_COLL = pd.DataFrame(columns=["start_ns", "end_ns", "collective", "seq", "group_size"])
+
+
+def _x(name: str, ts: float, dur: float, cat: str, **args: object) -> dict[str, object]:
+    gpu = cat == "kernel"
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0 if gpu else 1,
+        "tid": 7 if gpu else 1,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
+
+
+def _trace(tmp_path: Path, events: list[dict[str, object]]):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    t = load_trace(str(p))
+    return t, find_steps(t)
+
+
+def _launch(name: str, ts: float, start: float, dur: float, corr: int) -> list[dict[str, object]]:
+    return [
+        _x("cudaLaunchKernel", ts, 5, "cuda_runtime", correlation=corr),
+        _x(name, start, dur, "kernel", correlation=corr, stream=7, device=0),
+    ]
+
+
+def _sync_step(tmp_path: Path):
+    """Step 0..100 us: two kernels (16-56, 56-86), a sync 30-90 that returns 4 us after the
+    last kernel, then 10 us of host work."""
+    ev = [_x("ProfilerStep#1", 0, 100, "user_annotation")]
+    ev += _launch("k1", 10, 16, 40, 1) + _launch("k2", 20, 56, 30, 2)
+    ev.append(_x("cudaStreamSynchronize", 30, 60, "cuda_runtime", correlation=3))
+    return _trace(tmp_path, ev)
+
+
+def test_replay_with_measured_durations_gives_the_measured_step(tmp_path: Path) -> None:
+    t, win = _sync_step(tmp_path)
+    g = build_graph(t, win, NO_COLL)
+    assert replay(g).step_time.tolist() == pytest.approx([100e-6], abs=1e-12)
+    sync = int(np.flatnonzero(g.kind == SYNC)[0])
+    assert g.tail[sync] == 4_000 and g.fixed[sync] == 0
+
+
+def test_shorter_kernels_make_the_sync_return_earlier(tmp_path: Path) -> None:
+    t, win = _sync_step(tmp_path)
+    g = build_graph(t, win, NO_COLL)
+    dur = g.dur / 1e9
+    dur = np.where(g.kind == DEV, dur / 2, dur)
+    # k1 16-36, k2 36-51 (queued behind k1), sync returns at 55, 10 us of host work: 65 us.
+    assert replay(g, dur).step_time.tolist() == pytest.approx([65e-6], abs=1e-12)
+
+
+def test_launch_bound_step_does_not_shrink_with_its_kernels(tmp_path: Path) -> None:
+    ev = [_x("ProfilerStep#1", 0, 120, "user_annotation")]
+    for k in range(10):  # a launch every 10 us, 2 us kernels: the GPU waits for the host
+        ev += _launch(f"k{k}", 10 * k + 5, 10 * k + 12, 2, k + 1)
+    t, win = _trace(tmp_path, ev)
+    g = build_graph(t, win, NO_COLL)
+    assert replay(g).step_time.tolist() == pytest.approx([120e-6], abs=1e-12)
+    dur = np.where(g.kind == DEV, g.dur / 2e9, g.dur / 1e9)
+    assert replay(g, dur).step_time.tolist() == pytest.approx([120e-6], abs=1e-12)
+
+
+def test_cross_stream_wait_from_cuda_sync_event(tmp_path: Path) -> None:
+    """The consumer on stream 9 waits for the producer on stream 7 (wait_on_stream)."""
+    ev = [_x("ProfilerStep#1", 0, 100, "user_annotation")]
+    ev += _launch("producer", 5, 10, 50, 1)
+    ev.append(_x("cudaStreamWaitEvent", 12, 2, "cuda_runtime", correlation=2))
+    sync = _x("Stream Wait Event", 14, 1, "cuda_sync", correlation=2, stream=9, wait_on_stream=7)
+    sync["pid"], sync["tid"] = 0, 9
+    ev.append(sync)
+    ev.append(_x("cudaLaunchKernel", 20, 5, "cuda_runtime", correlation=3))
+    consumer = _x("consumer", 60, 20, "kernel", correlation=3, stream=9, device=0)
+    consumer["tid"] = 9
+    ev.append(consumer)
+    t, win = _trace(tmp_path, ev)
+    g = build_graph(t, win, NO_COLL)
+    dev = np.flatnonzero(g.kind == DEV)
+    cons = int(dev[np.argmax(g.start[dev])])
+    prod = int(dev[np.argmin(g.start[dev])])
+    assert g.dep2[cons] == prod
+    dur = np.where(g.kind == DEV, g.dur / 2e9, g.dur / 1e9)
+    out = replay(g, dur)
+    assert out.start[cons] == pytest.approx(out.end[prod])
+
+
+def test_expected_max_keeps_a_systematic_late_rank_and_grows_random_delays() -> None:
+    # rank 2 is 5 late at every one of three steps: it stays the one late rank at any N
+    ranks = np.array([0, 1, 2] * 3)
+    systematic = np.array([0.0, 0.0, 5.0] * 3)
+    assert expected_max(systematic, ranks, 3) == pytest.approx(5.0)
+    assert expected_max(systematic, ranks, 64) == pytest.approx(5.0)
+    # no rank is systematically late: each of n ranks draws 0 or 1
+    ranks = np.array([0, 1, 0, 1])
+    random = np.array([0.0, 1.0, 1.0, 0.0])
+    for n in (1, 2, 8):
+        assert expected_max(random, ranks, n) == pytest.approx(1 - 0.5**n)
+
+
+def test_laws_pick_the_form_the_data_follow() -> None:
+    n = [1, 2, 4, 8]
+    assert fit_law(n, [8.0, 4.0, 2.0, 1.0]).form == "b/N"
+    assert fit_law(n, [3.0, 3.0, 3.0, 3.0]).form == "a"
+    law = fit_law(n, [2 + 8 / k for k in n])
+    assert law.form == "a+b/N"
+    assert law.ratio(16, 8) == pytest.approx(2.5 / 3.0)

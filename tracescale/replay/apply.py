@@ -1,0 +1,119 @@
+"""Put replayed projections into a study's scaling entry (the JSON contract), keeping the
+closed-form per-category view as the explanation."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from tracescale.replay.comm import INTER
+from tracescale.replay.project import ReplayStudy, tier_warning
+from tracescale.replay.run import RunReplay
+
+#: Relative difference between the closed form and the replay that is worth a warning.
+DISAGREE = 0.10
+_HOST = re.compile(r"^([^._]+)")
+
+
+def default_gpus_per_node(runs: Sequence[RunReplay], paths: Sequence[str]) -> int | None:
+    """deviceProperties' length when it lists several GPUs, else ranks per host from the rank
+    files' names (``host_pid.*``), else None (no tier)."""
+    devices = max((r.devices for r in runs), default=0)
+    if devices > 1:
+        return devices
+    hosts = {m.group(1) for p in paths if (m := _HOST.match(os.path.basename(p)))}
+    if len(hosts) > 1 and len(paths) % len(hosts) == 0:
+        return len(paths) // len(hosts)
+    return None
+
+
+def _speedup(t_base: float, t: float, base_n: int, n: int, mode: str) -> float:
+    if t <= 0:
+        return float("nan")
+    return (n / base_n if mode == "weak" else 1.0) * t_base / t
+
+
+def _update(
+    p: dict[str, Any], study: ReplayStudy, t_base: float, base_n: int, mode: str
+) -> str | None:
+    n = int(p["world_size"])
+    pt = study.project(n)
+    closed = float(p["step_time_s"])
+    t = pt.step_time_s
+    p["closed_form_step_time_s"] = closed
+    p["step_time_s"] = t
+    p["speedup"] = _speedup(t_base, t, base_n, n, mode)
+    p["efficiency"] = p["speedup"] * base_n / n
+    p["ci90"] = [pt.ci90[0], pt.ci90[1]]
+    p["speedup_ci90"] = [_speedup(t_base, pt.ci90[1], base_n, n, mode),
+                         _speedup(t_base, pt.ci90[0], base_n, n, mode)]  # fmt: skip
+    total = sum(p["breakdown_s"].values())
+    if total > 0:
+        p["breakdown_s"] = {c: v * t / total for c, v in p["breakdown_s"].items()}
+    p["rank_to_rank_variability_s"] = pt.variability_s
+    if closed > 0 and abs(t - closed) / closed > DISAGREE:
+        return (
+            f"at N={n} the closed-form model ({closed * 1e3:.3g} ms) and the replay "
+            f"({t * 1e3:.3g} ms) disagree by more than {DISAGREE:.0%}; the replay is reported"
+        )
+    return None
+
+
+def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
+    """Replace projections (and the curve) in ``scaling`` by replayed ones; returns warnings."""
+    mode = str(scaling["mode"])
+    points = scaling["points"]
+    base_n = int(scaling["baseline_world_size"])
+    t_base = float(points[0]["step_time_s"])
+    warnings: list[str] = []
+    for key in ("projections", "curve"):
+        for p in scaling.get(key, []):
+            w = _update(p, study, t_base, base_n, mode)
+            if w and key == "projections":
+                warnings.append(w)
+    targets = [int(p["world_size"]) for p in scaling.get("projections", [])]
+    tw = tier_warning(study, targets)
+    if tw:
+        warnings.append(tw)
+    t1 = t_base if base_n == 1 else study.project(1).step_time_s
+    t_inf = study.serial_time()
+    comm = study.comm
+    scaling["replay"] = {
+        "representative_ranks": {str(r.world_size): r.rank for r in study.runs},
+        "replay_error": {str(r.world_size): r.replay_error for r in study.runs},
+        "base_world_size": study.base.world_size,
+        "serial_fraction": min(max(t_inf / t1, 0.0), 1.0) if t1 > 0 else None,
+        "t_inf_s": t_inf,
+        "laws": {
+            form: sum(1 for law in study.laws.values() if law.form == form)
+            for form in ("a", "b/N", "a+b/N")
+        },
+        "gpus_per_node": comm.gpus_per_node,
+        "tiers_measured": sorted(comm.measured_tiers),
+        "collective_models": [
+            {
+                "type": k[0] or "*",
+                "algorithm": k[1] or "*",
+                "tier": k[2] or "*",
+                "alpha_s": v.alpha_s,
+                "bandwidth_bytes_per_s": (1 / v.inv_bw) if v.inv_bw > 0 else None,
+            }
+            for k, v in sorted(comm.fits.items())
+        ],
+        "sharded_message_types": sorted(t for t, s in comm.sharded.items() if s),
+        "assumptions": [
+            "host ops, runtime calls and launch latencies keep their measured time",
+            "kernels and host gaps follow their group's law (a, b/N or a+b/N) fitted across N",
+            "collective transfers scale by the alpha-beta model of their type, algorithm and "
+            "tier; waits grow by E[max] of the measured arrival offsets over N ranks",
+            *([tw] if tw else []),
+            *(
+                ["no inter-node collective measured"]
+                if comm.gpus_per_node is not None and INTER not in comm.measured_tiers
+                else []
+            ),
+        ],
+    }
+    return warnings

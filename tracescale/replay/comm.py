@@ -1,0 +1,157 @@
+"""Collective transfer times per collective type, algorithm/protocol and topology tier.
+
+``transfer = alpha * L(type, g) + beta * B(type, g, bytes)`` (ring/tree factors of
+:func:`tracescale.scaling.comm.factors`), fitted by NNLS separately for every
+(type, algorithm_protocol, tier) that has at least two distinct (latency, bytes) factor
+pairs; otherwise the fit falls back to (type, tier), then (tier), then the whole study, then
+the documented defaults. A tiny Broadcast therefore no longer drags an AllReduce's latency,
+and intra- and inter-node links get their own alpha and beta when both were measured.
+Message bytes are max(In, Out) nelems (the full tensor of AllGather/ReduceScatter); how they
+change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH, factors
+
+INTRA, INTER = "intra", "inter"
+
+
+def tier_of(group: float, gpus_per_node: int | None) -> str:
+    """``inter`` when a group spans more ranks than one node holds."""
+    return INTER if gpus_per_node is not None and group > gpus_per_node else INTRA
+
+
+def _algo(label: str) -> str:
+    return "tree" if label.upper().startswith("TREE") else "ring"
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    alpha_s: float
+    inv_bw: float  # seconds per byte
+    source: str  # the key it was fitted on, or "default"/"user"
+
+    def time(self, ctype: str, nbytes: float, group: float, algo: str) -> float:
+        if group <= 1:
+            return 0.0
+        lat, bw = factors(ctype, np.asarray([float(group)]), max(nbytes, 0.0), _algo(algo))
+        return float(self.alpha_s * lat[0] + self.inv_bw * bw[0])
+
+
+@dataclass(frozen=True)
+class CommModel:
+    """Fitted alpha-beta per key, the bytes law per type, and what had to be assumed."""
+
+    fits: Mapping[tuple[str, str, str], AlphaBeta]
+    sharded: Mapping[str, bool]
+    gpus_per_node: int | None
+    measured_tiers: frozenset[str]
+    user_inter: AlphaBeta | None = None
+    barrier_s: float = 0.0
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+    def lookup(self, ctype: str, algo: str, tier: str) -> AlphaBeta:
+        if tier == INTER and INTER not in self.measured_tiers and self.user_inter is not None:
+            return self.user_inter
+        for key in ((ctype, algo, tier), (ctype, "", tier), ("", "", tier)):
+            if key in self.fits:
+                return self.fits[key]
+        for key in ((ctype, algo, INTRA), (ctype, "", INTRA), ("", "", INTRA), ("", "", "")):
+            if key in self.fits:
+                return self.fits[key]
+        return AlphaBeta(DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, "default")
+
+    def transfer(
+        self, ctype: str, algo: str, nbytes: float, group: float, ref_n: int, n: int
+    ) -> float:
+        """Transfer seconds of an instance measured at ``ref_n`` when the world has ``n`` ranks."""
+        if ctype == "barrier":
+            return self.barrier_s if group > 1 else 0.0
+        g = group * n / ref_n if group >= ref_n else group
+        b = nbytes * ref_n / n if self.sharded.get(ctype, False) else nbytes
+        tier = tier_of(g, self.gpus_per_node)
+        return self.lookup(ctype, algo, tier).time(ctype, b, g, algo)
+
+
+def _fit(rows: pd.DataFrame) -> AlphaBeta | None:
+    lat, bw = [], []
+    for ct, b, g, a in zip(
+        rows["collective"], rows["bytes"], rows["group"], rows["algo"], strict=True
+    ):
+        la, ba = factors(str(ct), np.asarray([float(g)]), max(float(b), 0.0), _algo(str(a)))
+        lat.append(la[0])
+        bw.append(ba[0])
+    x = np.column_stack([lat, bw])
+    y = rows["transfer"].to_numpy(dtype=np.float64)
+    ratio = np.round(x[:, 1] / np.maximum(x[:, 0], 1e-300), 3)
+    if np.unique(ratio).size < 2:
+        return None
+    w = 1.0 / np.maximum(y, 1e-9)  # relative: small latency-bound messages count as much
+    coef, _ = nnls(x * w[:, None], y * w)
+    return AlphaBeta(float(coef[0]), float(coef[1]), "")
+
+
+def fit_comm(
+    instances: pd.DataFrame,
+    gpus_per_node: int | None,
+    inter_bandwidth: float | None = None,
+    inter_latency: float | None = None,
+) -> CommModel:
+    """``instances``: world_size, collective, algo, bytes, group, transfer (seconds)."""
+    inst = instances[(instances["group"] > 1) & (instances["bytes"] >= 0)].copy()
+    barrier = inst[inst["collective"] == "barrier"]
+    inst = inst[inst["collective"] != "barrier"]
+    inst["tier"] = [tier_of(g, gpus_per_node) for g in inst["group"]]
+    fits: dict[tuple[str, str, str], AlphaBeta] = {}
+    levels: tuple[tuple[str, ...], ...] = (
+        ("collective", "algo", "tier"),
+        ("collective", "tier"),
+        ("tier",),
+    )
+    for cols in levels:
+        for key, rows in inst.groupby(list(cols)):
+            k = tuple(str(x) for x in (key if isinstance(key, tuple) else (key,)))
+            full = dict(zip(cols, k, strict=True))
+            got = _fit(rows)
+            if got is not None:
+                slot = (full.get("collective", ""), full.get("algo", ""), full["tier"])
+                fits[slot] = AlphaBeta(got.alpha_s, got.inv_bw, "/".join(k))
+    if len(inst):
+        got = _fit(inst)
+        if got is not None:
+            fits[("", "", "")] = AlphaBeta(got.alpha_s, got.inv_bw, "all")
+    sharded: dict[str, bool] = {}
+    for ctype, rows in inst.groupby("collective"):
+        per_n = rows.groupby("world_size")["bytes"].mean()
+        if len(per_n) >= 2 and per_n.iloc[0] > 0:
+            n0, n1 = float(per_n.index[0]), float(per_n.index[-1])
+            expect = n0 / n1  # bytes ~ 1/N
+            got_ratio = float(per_n.iloc[-1] / per_n.iloc[0])
+            sharded[str(ctype)] = abs(np.log(got_ratio / expect)) < abs(np.log(got_ratio))
+    tiers = frozenset(inst["tier"].tolist())
+    user = None
+    notes: list[str] = []
+    if inter_bandwidth is not None or inter_latency is not None:
+        base = fits.get(("", "", INTRA)) or AlphaBeta(DEFAULT_ALPHA_S, 1 / DEFAULT_BANDWIDTH, "")
+        user = AlphaBeta(
+            inter_latency if inter_latency is not None else base.alpha_s,
+            1.0 / inter_bandwidth if inter_bandwidth else base.inv_bw,
+            "user",
+        )
+    return CommModel(
+        fits=fits,
+        sharded=sharded,
+        gpus_per_node=gpus_per_node,
+        measured_tiers=tiers,
+        user_inter=user,
+        barrier_s=float(barrier["transfer"].mean()) if len(barrier) else 0.0,
+        assumptions=tuple(notes),
+    )

@@ -1,0 +1,543 @@
+"""A rank's execution graph: nodes with measured durations and the edges a replay must honour.
+
+Why a graph: a step's time is not a sum of categories but the longest chain through host
+threads, GPU streams and the waits between them. Replaying that chain with each node's
+duration scaled to a new world size is what makes overlap, launch-bound steps and compute
+that waits for communication come out right (Lumos, dPRO).
+
+Nodes (one row each, integer ns as measured):
+- host threads: runtime calls (``cudaLaunchKernel``...), host-blocking collectives, and the
+  untraced/host-op time between them (``gap`` nodes named after the innermost enclosing op);
+- device streams: kernels, memcpys, memsets, collective kernels.
+
+Edges: host-thread order; stream order; launch -> kernel (the kernel starts no earlier than its
+launch call plus the measured launch latency); cross-stream waits (``cuda_sync`` events'
+``wait_on_stream``/``wait_on_cuda_event_record_corr_id``, else a ``cudaStreamWaitEvent`` call
+makes the next kernel wait for the last kernel launched on another stream); device -> host
+syncs (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, blocking
+``cudaMemcpy``: the call returns when the latest device work launched before it ends, plus the
+measured return latency).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tracescale.classify.collectives import collective_type, dtype_bytes
+from tracescale.ingest.steps import StepWindows, launch_times
+from tracescale.ingest.trace import RankTrace
+
+I64 = npt.NDArray[np.int64]
+I8 = npt.NDArray[np.int8]
+
+GAP, CALL, SYNC, HCOLL, DEV, DCOLL = range(6)
+KIND_NAMES = ("gap", "call", "sync", "host_collective", "device", "device_collective")
+
+_RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver"})
+_SYNC_CALLS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "hipStreamSynchronize",
+        "hipDeviceSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+    }
+)
+_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
+_RECORD_CALLS = frozenset({"cudaEventRecord", "hipEventRecord"})
+_SKIP_DEVICE_CATS = frozenset({"cuda_sync", "gpu_user_annotation"})
+_QUEUED_NS = 1_000  # a kernel starting within 1 us of its stream's previous end was queued
+_ALGO = re.compile(r"(RING|TREE|COLLNET\w*|NVLS\w*|PAT)", re.IGNORECASE)
+_PROTO = re.compile(r"(LL128|LL|SIMPLE)", re.IGNORECASE)
+_STEP_SUFFIX = re.compile(r"#\d+$")
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Columns per node (see the module docstring); all times integer ns, measured.
+
+    ``dep``: node whose end (plus ``lag``) gates the start (the host node before a launch);
+    ``dep2``: node whose end gates the start (cross-stream producer) or, for ``SYNC`` nodes, the
+    awaited device node (end = max(start + ``fixed``, awaited end + ``tail``)). ``release``: the
+    earliest start of a resource's first node. ``group``: law key (kernel name, enclosing op of a
+    gap, collective). ``coll``: row in ``collectives`` for collective nodes, else -1.
+    ``step``: the step index whose host window launched the node, -1 outside.
+    """
+
+    kind: I8
+    res: I64
+    start: I64
+    dur: I64
+    dep: I64
+    lag: I64
+    dep2: I64
+    fixed: I64
+    tail: I64
+    release: I64
+    group: I64
+    groups: tuple[str, ...]
+    coll: I64
+    step: I64
+    order: npt.NDArray[np.intp]
+    step_first: I64  # per step: host node starting at the step's host start
+    step_last: I64  # per step: host node ending at the step's host end
+    step_numbers: I64
+    collectives: pd.DataFrame  # collective, seq, algo, group_size, bytes, node
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+
+def algo_of(kernel_name: str) -> str:
+    """``RING_LL`` style label from an NCCL kernel name ('' when it carries none)."""
+    a, p = _ALGO.search(kernel_name), _PROTO.search(kernel_name)
+    return "_".join(x.group(1).upper() for x in (a, p) if x is not None)
+
+
+def _innermost(op_start: I64, op_end: I64, op_name: list[str], query: I64) -> list[str]:
+    """Name of the innermost op containing each (sorted) query time, '' when none."""
+    out: list[str] = []
+    stack: list[int] = []
+    j, n = 0, len(op_name)
+    starts, ends = op_start.tolist(), op_end.tolist()
+    for t in query.tolist():
+        while j < n and starts[j] <= t:
+            while stack and ends[stack[-1]] <= starts[j]:
+                stack.pop()
+            stack.append(j)
+            j += 1
+        while stack and ends[stack[-1]] <= t:
+            stack.pop()
+        out.append(op_name[stack[-1]] if stack else "")
+    return out
+
+
+class _Builder:
+    """Accumulates nodes as Python lists (one pass per thread/stream), then freezes them."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[int]] = {
+            k: []
+            for k in (
+                "kind", "res", "start", "dur", "dep", "lag", "dep2",
+                "fixed", "tail", "release", "group", "coll", "event",
+            )
+        }  # fmt: skip
+        self.groups: dict[str, int] = {}
+
+    def add(self, kind: int, res: int, start: int, dur: int, group: str, event: int) -> int:
+        c = self.cols
+        c["kind"].append(kind)
+        c["res"].append(res)
+        c["start"].append(start)
+        c["dur"].append(dur)
+        for k in ("dep", "dep2", "coll"):
+            c[k].append(-1)
+        for k in ("lag", "fixed", "tail"):
+            c[k].append(0)
+        c["release"].append(-(2**62))
+        c["group"].append(self.groups.setdefault(group, len(self.groups)))
+        c["event"].append(event)
+        return len(c["kind"]) - 1
+
+
+def _coll_rows(trace: RankTrace, coll: pd.DataFrame) -> dict[tuple[int, int], int]:
+    """(start_ns, end_ns) -> row of the rank's collective instances."""
+    return {
+        (int(s), int(e)): i
+        for i, (s, e) in enumerate(zip(coll["start_ns"], coll["end_ns"], strict=True))
+    }
+
+
+def _message_bytes(trace: RankTrace, events: list[int]) -> list[int]:
+    """Bytes per collective event from max(In, Out) nelems of its record_param_comms source.
+
+    AllGather records the shard as In and the full tensor as Out; ReduceScatter the reverse:
+    the ring moves (g-1)/g of the larger one, so the larger one is the message.
+    """
+    ev = trace.events
+    by_ext: dict[int, int] = {}
+    for i in np.flatnonzero(~ev.is_device & (ev.coll_name >= 0) & (ev.external_id >= 0)).tolist():
+        by_ext[int(ev.external_id[i])] = i
+    corr_ext: dict[int, int] = {}
+    launches = np.flatnonzero(~ev.is_device & (ev.correlation >= 0) & (ev.external_id >= 0))
+    for i in launches.tolist():
+        corr_ext[int(ev.correlation[i])] = int(ev.external_id[i])
+    out: list[int] = []
+    for i in events:
+        src = i
+        if ev.coll_name[i] < 0 or max(ev.in_nelems[i], ev.out_nelems[i]) < 0:
+            ext = int(ev.external_id[i])
+            if ext not in by_ext:
+                ext = corr_ext.get(int(ev.correlation[i]), -1)
+            src = by_ext.get(ext, i)
+        nel = max(int(ev.in_nelems[src]), int(ev.out_nelems[src]))
+        dt = trace.strings[ev.dtype[src]] if ev.dtype[src] >= 0 else "float"
+        out.append(nel * dtype_bytes(dt) if nel >= 0 else -1)
+    return out
+
+
+def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph:
+    """The execution graph of ``trace`` over its step windows.
+
+    ``coll``: the rank's collective instances as classify found them (``start_ns``/``end_ns``
+    absolute, ``collective``, ``seq``, ``group_size``, ``async``).
+    """
+    ev = trace.events
+    strings = trace.strings
+    lo, hi = int(win.start[0]), int(win.end[-1])
+    launched = launch_times(trace)
+    names = [_STEP_SUFFIX.sub("", s) for s in strings]
+    cat_runtime = np.array([s in _RUNTIME_CATS for s in strings], dtype=np.bool_)
+    skip_dev = np.array([s in _SKIP_DEVICE_CATS for s in strings], dtype=np.bool_)
+    rows = _coll_rows(trace, coll)
+    end = ev.start + ev.dur
+    coll_event = (
+        np.array(
+            [rows.get((int(s), int(e)), -1) for s, e in zip(ev.start, end, strict=True)],
+            dtype=np.int64,
+        )
+        if len(rows)
+        else np.full(len(ev), -1, dtype=np.int64)
+    )
+    b = _Builder()
+    host = ~ev.is_device
+    in_window = (launched >= lo) & (launched < hi)
+    leaf = host & in_window & (cat_runtime[ev.cat] | (coll_event >= 0))
+    threads = sorted({(int(p), int(t)) for p, t in zip(ev.pid[leaf], ev.tid[leaf], strict=True)})
+    main = (win.main_pid, win.main_tid)
+    if main not in threads:
+        threads.insert(0, main)
+    call_node: dict[int, int] = {}  # event index -> node
+    host_prev: dict[int, int] = {}  # node -> previous node on its thread
+    step_first = np.full(len(win), -1, dtype=np.int64)
+    step_last = np.full(len(win), -1, dtype=np.int64)
+    for res, (pid, tid) in enumerate(threads):
+        on = host & (ev.pid == pid) & (ev.tid == tid)
+        idx = np.flatnonzero(on & leaf)
+        ops = np.flatnonzero(on & ~leaf & (ev.start < hi) & (end > lo))
+        is_main = (pid, tid) == main
+        bounds = sorted(
+            set(win.host_start.tolist()) | set(win.host_end.tolist()) if is_main else set()
+        )
+        cursor = int(win.host_start[0]) if is_main else (int(ev.start[idx[0]]) if len(idx) else hi)
+        stop = (
+            int(win.host_end[-1])
+            if is_main
+            else max(cursor, int(end[idx].max()) if len(idx) else hi)
+        )
+        pieces: list[tuple[int, int, int]] = []  # (start, end, event or -1 for a gap)
+        for i in idx.tolist():
+            s, e = int(ev.start[i]), int(end[i])
+            if s < cursor:
+                continue  # nested in the previous leaf
+            pieces.append((cursor, s, -1))
+            pieces.append((s, e, i))
+            cursor = e
+        if stop > cursor:
+            pieces.append((cursor, stop, -1))
+        op_order = np.lexsort((-end[ops], ev.start[ops]))
+        ops = ops[op_order]
+        edges = np.unique(np.concatenate([ev.start[ops], end[ops], np.asarray(bounds, np.int64)]))
+        split: list[tuple[int, int, int]] = []
+        for s, e, i in pieces:
+            if i < 0:
+                a, z = np.searchsorted(edges, [s, e], side="right")
+                cuts = [x for x in edges[a:z].tolist() if s < x < e]
+                for a, z in zip([s, *cuts], [*cuts, e], strict=True):
+                    split.append((a, z, -1))
+            else:
+                split.append((s, e, i))
+        gap_mid = np.array([(s + e) // 2 for s, e, i in split if i < 0], dtype=np.int64)
+        gap_names = iter(
+            _innermost(ev.start[ops], end[ops], [names[n] for n in ev.name[ops].tolist()], gap_mid)
+        )
+        prev = -1
+        for s, e, i in split:
+            if i < 0:
+                node = b.add(GAP, res, s, e - s, "gap:" + next(gap_names), -1)
+            else:
+                nm = strings[ev.name[i]]
+                if coll_event[i] >= 0:
+                    node = b.add(HCOLL, res, s, e - s, "collective", i)
+                    b.cols["coll"][node] = int(coll_event[i])
+                else:
+                    node = b.add(
+                        SYNC if nm in _SYNC_CALLS else CALL, res, s, e - s, "call:" + nm, i
+                    )
+                call_node[i] = node
+            if prev < 0:
+                b.cols["release"][node] = s
+            host_prev[node] = prev
+            prev = node
+        if is_main:
+            starts = [s for s, _, _ in split]
+            ends_ = [e for _, e, _ in split]
+            first_node = len(b.cols["kind"]) - len(split)
+            for k in range(len(win)):
+                j = int(np.searchsorted(starts, int(win.host_start[k]), side="left"))
+                step_first[k] = first_node + min(j, len(split) - 1)
+                j = int(np.searchsorted(ends_, int(win.host_end[k]), side="right")) - 1
+                step_last[k] = first_node + max(j, 0)
+    n_host = len(threads)
+    # Device nodes, stream by stream.
+    dev = ev.is_device & ~skip_dev[ev.cat] & in_window & (ev.stream >= 0)
+    dev_idx = np.flatnonzero(dev)
+    streams = sorted(
+        {(int(d), int(s)) for d, s in zip(ev.device[dev_idx], ev.stream[dev_idx], strict=True)}
+    )
+    stream_res = {k: n_host + j for j, k in enumerate(streams)}
+    corr_call = {int(ev.correlation[i]): i for i in call_node if ev.correlation[i] >= 0}
+    dev_node: dict[int, int] = {}
+    for i in dev_idx.tolist():
+        nm = strings[ev.name[i]]
+        r = stream_res[(int(ev.device[i]), int(ev.stream[i]))]
+        is_coll = coll_event[i] >= 0
+        node = b.add(DCOLL if is_coll else DEV, r, int(ev.start[i]), int(ev.dur[i]),
+                     "collective" if is_coll else "kernel:" + nm, i)  # fmt: skip
+        if is_coll:
+            b.cols["coll"][node] = int(coll_event[i])
+        call = corr_call.get(int(ev.correlation[i]), -1) if ev.correlation[i] >= 0 else -1
+        if call >= 0 and host_prev.get(call_node[call], -1) >= 0:
+            b.cols["dep"][node] = host_prev[call_node[call]]
+            b.cols["lag"][node] = int(ev.start[i]) - int(ev.start[call])
+        else:
+            b.cols["release"][node] = int(ev.start[i])
+        dev_node[i] = node
+    _cross_stream(trace, b, dev_node, call_node, corr_call, launched)
+    _syncs(trace, b, dev_node, call_node, launched)
+    return _freeze(trace, b, win, step_first, step_last, launched)
+
+
+def _cross_stream(
+    trace: RankTrace,
+    b: _Builder,
+    dev_node: dict[int, int],
+    call_node: dict[int, int],
+    corr_call: dict[int, int],
+    launched: I64,
+) -> None:
+    """Producer edges: a kernel after a stream wait starts after the awaited kernel ends."""
+    ev, strings = trace.events, trace.strings
+    if not dev_node:
+        return
+    d_idx = np.array(sorted(dev_node), dtype=np.int64)
+    d_launch = launched[d_idx]
+    order = np.argsort(d_launch, kind="stable")
+    d_idx, d_launch = d_idx[order], d_launch[order]
+    d_stream = ev.stream[d_idx]
+    covered: set[int] = set()
+    sync_cat = trace.string_id("cuda_sync")
+    waits: list[int] = []
+    if sync_cat >= 0:
+        waits = np.flatnonzero((ev.cat == sync_cat) & (ev.wait_on_stream >= 0)).tolist()
+    for w in waits:
+        if strings[ev.name[w]] != "Stream Wait Event":
+            continue
+        call = corr_call.get(int(ev.correlation[w]), -1)
+        if call < 0:
+            continue
+        covered.add(call)
+        limit = int(ev.start[call])
+        rec = corr_call.get(int(ev.wait_on_corr[w]), -1) if ev.wait_on_corr[w] >= 0 else -1
+        if rec >= 0:
+            limit = int(ev.start[rec])
+        _link(b, dev_node, d_idx, d_launch, d_stream, int(ev.start[call]), limit,
+              int(ev.stream[w]), int(ev.wait_on_stream[w]))  # fmt: skip
+    wait_calls = [i for i in call_node if strings[ev.name[i]] in _WAIT_CALLS and i not in covered]
+    if not wait_calls:
+        return
+    records = sorted(i for i in call_node if strings[ev.name[i]] in _RECORD_CALLS)
+    rec_start = np.array([ev.start[i] for i in records], dtype=np.int64)
+    for c in wait_calls:
+        t = int(ev.start[c])
+        j = int(np.searchsorted(d_launch, t, side="left"))
+        if j >= len(d_idx):
+            continue
+        target_stream = int(d_stream[j])
+        k = int(np.searchsorted(rec_start, t, side="left")) - 1
+        limit = int(rec_start[k]) if k >= 0 else t
+        _link(b, dev_node, d_idx, d_launch, d_stream, t, limit, target_stream, -1)
+
+
+def _link(
+    b: _Builder,
+    dev_node: dict[int, int],
+    d_idx: I64,
+    d_launch: I64,
+    d_stream: I64,
+    wait_t: int,
+    limit: int,
+    stream: int,
+    producer_stream: int,
+) -> None:
+    """First kernel on ``stream`` launched after ``wait_t`` waits for the last kernel launched
+    before ``limit`` on ``producer_stream`` (any other stream when -1)."""
+    j = int(np.searchsorted(d_launch, wait_t, side="left"))
+    after = np.flatnonzero(d_stream[j:] == stream)
+    if after.size == 0:
+        return
+    consumer = dev_node[int(d_idx[j + int(after[0])])]
+    k = int(np.searchsorted(d_launch, limit, side="left"))
+    before = d_stream[:k]
+    ok = before == producer_stream if producer_stream >= 0 else before != stream
+    cand = np.flatnonzero(ok)
+    if cand.size == 0:
+        return
+    producer = dev_node[int(d_idx[int(cand[-1])])]
+    old = b.cols["dep2"][consumer]
+    if old < 0 or b.cols["start"][producer] + b.cols["dur"][producer] > (
+        b.cols["start"][old] + b.cols["dur"][old]
+    ):
+        b.cols["dep2"][consumer] = producer
+
+
+def _syncs(
+    trace: RankTrace,
+    b: _Builder,
+    dev_node: dict[int, int],
+    call_node: dict[int, int],
+    launched: I64,
+) -> None:
+    """Sync calls wait for the latest-ending device node launched before them."""
+    ev = trace.events
+    if not dev_node:
+        return
+    d_idx = np.array(sorted(dev_node), dtype=np.int64)
+    d_launch = launched[d_idx]
+    d_end = ev.start[d_idx] + ev.dur[d_idx]
+    for i, node in call_node.items():
+        if b.cols["kind"][node] != SYNC:
+            continue
+        s, e = int(ev.start[i]), int(ev.start[i] + ev.dur[i])
+        cand = np.flatnonzero((d_launch <= s) & (d_end <= e + _QUEUED_NS))
+        if cand.size == 0:
+            continue
+        j = int(cand[np.argmax(d_end[cand])])
+        awaited_end = int(d_end[j])
+        b.cols["dep2"][node] = dev_node[int(d_idx[j])]
+        if awaited_end > s:
+            b.cols["fixed"][node] = 0
+            b.cols["tail"][node] = max(e - awaited_end, 0)
+        else:
+            b.cols["fixed"][node] = e - s
+
+
+def _dep2_end(c: dict[str, I64]) -> I64:
+    has = c["dep2"] >= 0
+    d2 = np.clip(c["dep2"], 0, None)
+    return np.where(has, (c["start"] + c["dur"])[d2], -(2**62))
+
+
+def _implicit_producers(
+    c: dict[str, I64], dev: npt.NDArray[np.bool_], late: npt.NDArray[np.bool_], typical: int
+) -> None:
+    """Kernels that started long after their launch, right when a kernel on another stream
+    ended, waited for it (an event the trace did not record): that kernel becomes their
+    producer, matched by stream and time."""
+    cand = np.flatnonzero(late & (c["dep2"] < 0))
+    if cand.size == 0:
+        return
+    ends = c["start"] + c["dur"]
+    per_stream: dict[int, tuple[I64, I64]] = {}
+    for r in np.unique(c["res"][dev]).tolist():
+        nodes = np.flatnonzero(dev & (c["res"] == r))
+        o = np.argsort(ends[nodes], kind="stable")
+        per_stream[r] = (ends[nodes][o], nodes[o])
+    window = max(2 * typical, 10 * _QUEUED_NS)
+    for i in cand.tolist():
+        best, best_end = -1, -(2**62)
+        for r, (e_sorted, nodes) in per_stream.items():
+            if r == c["res"][i]:
+                continue
+            k = int(np.searchsorted(e_sorted, c["start"][i], side="right")) - 1
+            if k >= 0 and e_sorted[k] > best_end:
+                best, best_end = int(nodes[k]), int(e_sorted[k])
+        if best >= 0 and c["start"][i] - best_end <= window:
+            c["dep2"][i] = best
+
+
+def _freeze(
+    trace: RankTrace,
+    b: _Builder,
+    win: StepWindows,
+    step_first: I64,
+    step_last: I64,
+    launched: I64,
+) -> Graph:
+    c = {k: np.asarray(v, dtype=np.int64) for k, v in b.cols.items()}
+    kind = c["kind"].astype(np.int8)
+    event = c["event"]
+    n = len(kind)
+    # Launch step of every node: device nodes by their launch, host nodes by their start.
+    when = np.where(event >= 0, launched[np.clip(event, 0, None)], c["start"])
+    when = np.where(kind >= DEV, when, c["start"])
+    k = np.searchsorted(win.host_start, when, side="right") - 1
+    inside = (k >= 0) & (when < win.host_end[np.clip(k, 0, None)])
+    step = np.where(inside, k, -1).astype(np.int64)
+    # Queued kernels keep only the typical launch latency (the queueing is replayed).
+    dev = kind >= DEV
+    explained = np.full(n, -(2**62), dtype=np.int64)
+    for r in np.unique(c["res"][dev]).tolist():
+        nodes = np.flatnonzero(dev & (c["res"] == r))
+        nodes = nodes[np.argsort(c["start"][nodes], kind="stable")]
+        prev_end = np.concatenate([[-(2**62)], (c["start"] + c["dur"])[nodes][:-1]])
+        explained[nodes] = prev_end
+    has2 = c["dep2"] >= 0
+    d2 = np.clip(c["dep2"], 0, None)
+    explained = np.where(dev & has2, np.maximum(explained, (c["start"] + c["dur"])[d2]), explained)
+    launched_dep = dev & (c["dep"] >= 0)
+    idle = launched_dep & (c["start"] - explained > _QUEUED_NS)
+    typical = int(np.median(c["lag"][idle])) if idle.any() else 0
+    _implicit_producers(c, dev, idle & (c["lag"] > 2 * typical + _QUEUED_NS * 10), typical)
+    idle = launched_dep & (c["start"] - np.maximum(explained, _dep2_end(c)) > _QUEUED_NS)
+    lag = np.where(launched_dep & ~idle, np.minimum(c["lag"], typical), c["lag"])
+    lag = np.maximum(lag, 0)
+    # Processing order: every edge points forward in (measured) time, sync calls sort at the
+    # end of what they wait for.
+    key = c["start"].copy()
+    key = np.where(kind == SYNC, np.maximum(key, (c["start"] + c["dur"])[d2] * has2), key)
+    order = np.lexsort((np.arange(n), kind >= DEV, key))
+    coll_nodes = np.flatnonzero(c["coll"] >= 0)
+    coll_events = event[coll_nodes].tolist()
+    nbytes = _message_bytes(trace, coll_events)
+    names = [trace.strings[trace.events.name[i]] for i in coll_events]
+    collectives = pd.DataFrame(
+        {
+            "node": coll_nodes,
+            "row": c["coll"][coll_nodes],
+            "bytes": np.asarray(nbytes, dtype=np.int64),
+            "algo": [algo_of(nm) for nm in names],
+            "name_type": [collective_type(nm) for nm in names],
+        }
+    )
+    return Graph(
+        kind=kind,
+        res=c["res"],
+        start=c["start"],
+        dur=c["dur"],
+        dep=c["dep"],
+        lag=lag,
+        dep2=c["dep2"],
+        fixed=c["fixed"],
+        tail=c["tail"],
+        release=c["release"],
+        group=c["group"],
+        groups=tuple(b.groups),
+        coll=c["coll"],
+        step=step,
+        order=order,
+        step_first=step_first,
+        step_last=step_last,
+        step_numbers=win.numbers.copy(),
+        collectives=collectives,
+    )

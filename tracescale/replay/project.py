@@ -1,0 +1,227 @@
+"""Projection through the replay: the largest measured run's graph, every node rescaled to N.
+
+- kernels and host gaps: their group's law (``laws.py``), as a ratio to the largest measured N;
+- runtime calls, launch latencies, sync return latencies: constant;
+- collectives: measured transfer times the ratio of the alpha-beta model (``comm.py``) at the
+  new group size, tier and message size; plus the wait for the slowest rank, whose growth is
+  ``E[max of N arrival offsets] - E[max of N_max]`` drawn from the measured offsets at that
+  position in the step ("rank-to-rank variability");
+- every measured step of the representative rank is replayed, so a cycle of steps (gradient
+  accumulation: three steps without collectives, one with) is projected as the cycle it is.
+
+Intervals: a bootstrap over the replayed steps, widened by the replay under each group's
+runner-up law (model-form spread) and by the laws' cross-validated error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tracescale.replay.comm import INTER, CommModel, fit_comm, tier_of
+from tracescale.replay.engine import replay
+from tracescale.replay.graph import DEV, GAP
+from tracescale.replay.laws import CONSTANT, Law, fit_law
+from tracescale.replay.run import RunReplay
+from tracescale.replay.variability import expected_max
+
+F64 = npt.NDArray[np.float64]
+_BOOT = 200
+
+
+@dataclass(frozen=True)
+class ReplayPoint:
+    """Projected step at one world size."""
+
+    world_size: int
+    step_time_s: float
+    ci90: tuple[float, float]
+    variability_s: float  # mean seconds per step the representative rank waits for others
+    per_step_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ReplayStudy:
+    """Fitted per-node laws and the communication model over a study's runs."""
+
+    runs: tuple[RunReplay, ...]
+    laws: dict[str, Law]
+    comm: CommModel
+    warnings: tuple[str, ...]
+    _cache: dict[tuple[int, int, float, float], tuple[float, float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @property
+    def base(self) -> RunReplay:
+        return self.runs[-1]
+
+    def durations(self, n: int, alt: bool = False, infinite: bool = False) -> tuple[F64, float]:
+        """Node durations (seconds) of the base graph at world size ``n``; variability per step."""
+        base = self.base
+        g = base.graph
+        ref = base.world_size
+        dur = g.dur / 1e9
+        ratio = np.ones(len(g.groups))
+        for k, name in enumerate(g.groups):
+            law = self.laws.get(name, CONSTANT)
+            ratio[k] = law.ratio(1e12 if infinite else n, ref, alt) if law is not CONSTANT else 1.0
+        scaled = np.where(np.isin(g.kind, [GAP, DEV]), dur * ratio[g.group], dur)
+        var_total = 0.0
+        c = base.coll
+        if len(c):
+            host_scale, dev_scale = self._work_scales(n, alt)
+            nodes = c["node"].to_numpy()
+            new = np.empty(len(c))
+            for i, row in enumerate(c.itertuples(index=False)):
+                if infinite:  # transfers vanish, waits for a late rank stay
+                    new[i] = float(row.wait)
+                    continue
+                args = (str(row.collective), str(row.algo), float(row.bytes), float(row.group))
+                model_ref = self.comm.transfer(*args, ref, ref)
+                model_n = self.comm.transfer(*args, ref, n)
+                tr = float(row.transfer)
+                t = tr * model_n / model_ref if model_ref > 0 else model_n
+                w = float(row.wait)
+                if int(row.group) > 1 and int(row.position) in base.offsets:
+                    shrink, grow = self._wait_terms(int(row.position), n, host_scale, dev_scale)
+                    if alt:  # the other reading: the whole spread is jitter of the device work
+                        shrink = dev_scale
+                    w = max(w * shrink + grow, 0.0)
+                var_total += w
+                new[i] = t + w
+            scaled[nodes] = new
+        steps = max(int(np.isfinite(base.measured).sum()), 1)
+        return scaled, var_total / steps
+
+    def _work_scales(self, n: int, alt: bool = False) -> tuple[float, float]:
+        """How the base run's host gaps and kernels, in total, scale from N_max to ``n``."""
+        base = self.base
+        sums = {"gap:": [0.0, 0.0], "kernel:": [0.0, 0.0]}
+        for name, t in base.group_time.items():
+            for prefix, acc in sums.items():
+                if name.startswith(prefix):
+                    acc[0] += t
+                    acc[1] += t * self.laws.get(name, CONSTANT).ratio(n, base.world_size, alt)
+        host = sums["gap:"][1] / sums["gap:"][0] if sums["gap:"][0] > 0 else 1.0
+        dev = sums["kernel:"][1] / sums["kernel:"][0] if sums["kernel:"][0] > 0 else 1.0
+        return host, dev
+
+    def _wait_terms(
+        self, position: int, n: int, host_scale: float, dev_scale: float
+    ) -> tuple[float, float]:
+        """(factor on the measured wait, added growth) at one position for ``n`` ranks.
+
+        The spread of arrivals scales with the work that causes it; the expected slowest of
+        ``n`` ranks grows over that of the measured ``N_max``.
+        """
+        key = (position, n, round(host_scale, 9), round(dev_scale, 9))
+        got = self._cache.get(key)
+        if got is not None:
+            return got
+        pool = self.base.offsets[position]
+        ref = self.base.world_size
+        unscaled = pool.offsets(1.0, 1.0)
+        scaled = pool.offsets(host_scale, dev_scale)
+        spread0 = expected_max(unscaled, pool.rank, ref) - float(np.mean(unscaled))
+        spread1 = expected_max(scaled, pool.rank, ref) - float(np.mean(scaled))
+        shrink = spread1 / spread0 if spread0 > 1e-12 else 1.0
+        grow = expected_max(scaled, pool.rank, n) - expected_max(scaled, pool.rank, ref)
+        self._cache[key] = (shrink, grow)
+        return shrink, grow
+
+    def project(self, n: int, seed: int = 0) -> ReplayPoint:
+        dur, var = self.durations(n)
+        kept = self.base.kept
+        steps = replay(self.base.graph, dur).step_time[kept]
+        alt = replay(self.base.graph, self.durations(n, alt=True)[0]).step_time[kept]
+        t = float(np.mean(steps))
+        rng = np.random.default_rng(seed + n)
+        idx = rng.integers(0, len(steps), size=(_BOOT, len(steps)))
+        boot = steps[idx].mean(axis=1)
+        lo, hi = np.percentile(boot, [5.0, 95.0])
+        t_alt = float(np.mean(alt))
+        u = self._cv_share() * abs(np.log(max(n, 1) / self.base.world_size)) / np.log(2.0) / 4.0
+        lo = min(float(lo), t_alt, t * (1 - u), t)
+        hi = max(float(hi), t_alt, t * (1 + u), t)
+        return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
+
+    def _cv_share(self) -> float:
+        """Time-weighted cross-validated error of the laws (relative)."""
+        total = sum(self.base.group_time.values())
+        if total <= 0:
+            return 0.0
+        return (
+            sum(t * self.laws.get(g, CONSTANT).cv_error for g, t in self.base.group_time.items())
+            / total
+        )
+
+    def serial_time(self) -> float:
+        """T_inf: the step with parallel work and transfers gone (floors and waits stay)."""
+        dur, _ = self.durations(1, infinite=True)
+        return float(np.mean(replay(self.base.graph, dur).step_time[self.base.kept]))
+
+
+def fit_replay(
+    runs: Sequence[RunReplay],
+    *,
+    gpus_per_node: int | None = None,
+    inter_bandwidth: float | None = None,
+    inter_latency: float | None = None,
+) -> ReplayStudy:
+    """Laws per node group and the communication model from runs sorted by world size."""
+    runs = tuple(sorted(runs, key=lambda r: r.world_size))
+    names = set().union(*(r.group_time for r in runs))
+    laws: dict[str, Law] = {}
+    for name in names:
+        scale = name.startswith("kernel:")
+        pts = [
+            (r.world_size, r.group_time[name] / (r.device_factor if scale else 1.0))
+            for r in runs
+            if name in r.group_time
+        ]
+        laws[name] = fit_law([p[0] for p in pts], [p[1] for p in pts])
+    frames = [r.coll.assign(world_size=r.world_size) for r in runs if len(r.coll)]
+    inst = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(
+            columns=["world_size", "collective", "algo", "bytes", "group", "transfer"]
+        )
+    )
+    comm = fit_comm(inst, gpus_per_node, inter_bandwidth, inter_latency)
+    warnings: list[str] = []
+    return ReplayStudy(runs=runs, laws=laws, comm=comm, warnings=tuple(warnings))
+
+
+def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
+    """A sentence naming the assumption when a target needs a tier never measured."""
+    c = study.comm
+    if c.gpus_per_node is None or INTER in c.measured_tiers:
+        return None
+    base = study.base
+    groups = base.coll["group"].to_numpy() if len(base.coll) else np.zeros(0)
+    ref = base.world_size
+    need = [
+        n for n in targets
+        if any(tier_of(g * n / ref if g >= ref else g, c.gpus_per_node) == INTER for g in groups)
+    ]  # fmt: skip
+    if not need:
+        return None
+    if c.user_inter is not None:
+        how = (
+            f"the given inter-node latency {c.user_inter.alpha_s * 1e6:.3g} us and bandwidth "
+            f"{1 / c.user_inter.inv_bw / 1e9:.3g} GB/s"
+            if c.user_inter.inv_bw > 0
+            else "the given inter-node figures"
+        )
+    else:
+        how = "the intra-node alpha and beta (set --inter-node-bandwidth/--inter-node-latency)"
+    return (
+        f"projections at N={need} cross nodes ({c.gpus_per_node} GPUs per node) but no "
+        f"inter-node collective was measured: assumed {how}"
+    )

@@ -1,0 +1,154 @@
+"""One run's replay: the representative rank's graph, its replayed steps and the tables the
+projection fits on (time per node group, collective instances, arrival offsets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from tracescale.classify.rank import classify_rank
+from tracescale.classify.result import RunBreakdown
+from tracescale.classify.rules import RuleSet
+from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
+from tracescale.ingest.steps import find_steps
+from tracescale.replay.engine import replay
+from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
+from tracescale.replay.variability import OffsetPool, arrival_offsets
+
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class RunReplay:
+    """``measured``/``replayed``: seconds per step of the representative ``rank``;
+    ``group_time``: seconds per step per law group; ``coll``: one row per collective node
+    (node, collective, algo, bytes, group, transfer, wait, position); ``offsets``: arrival
+    offset pools (seconds, relative to the instance's mean arrival) per position in the step."""
+
+    world_size: int
+    rank: int
+    kind: str
+    graph: Graph
+    measured: F64
+    replayed: F64
+    group_time: dict[str, float]
+    coll: pd.DataFrame
+    offsets: dict[int, OffsetPool]
+    devices: int = 0  # length of deviceProperties in the rank's trace
+    #: The representative rank's own compute over the median rank's: a slow rank stays slow
+    #: by this factor, so laws are fitted on kernel times divided by it.
+    device_factor: float = 1.0
+
+    @property
+    def kept(self) -> npt.NDArray[np.bool_]:
+        """Steps the analysis kept (``--steps``): the ones with a measured time."""
+        return np.isfinite(self.measured)
+
+    @property
+    def replay_error(self) -> float:
+        """Mean absolute relative error of replayed vs measured step time."""
+        ok = self.measured > 0
+        if not ok.any():
+            return 0.0
+        return float(np.mean(np.abs(self.replayed[ok] - self.measured[ok]) / self.measured[ok]))
+
+
+def representative_rank(run: RunBreakdown) -> int:
+    """The rank that waits least in collectives: the one the others wait for (critical)."""
+    coll = run.collectives
+    if len(coll) == 0:
+        return int(run.ranks[0])
+    waits = coll.groupby("rank")["wait"].sum()
+    return int(waits.idxmin())
+
+
+def replay_run(
+    run: RunBreakdown,
+    path: str,
+    rank: int,
+    rules: RuleSet,
+    *,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    steps: slice | None = None,
+) -> RunReplay:
+    """Build and replay ``rank``'s graph (its trace file ``path`` is read once more).
+
+    ``steps`` is the selection already applied to ``run``; steps it left out have no measured
+    time and are replayed (their work precedes the kept ones) but neither fitted nor projected.
+    """
+    del steps  # the run's rows already carry the selection
+    rows = run.steps[run.steps["rank"] == rank]
+    trace = load_trace(path, memory_budget=memory_budget)
+    res = classify_rank(trace, rules, rank=rank)
+    win = find_steps(trace)
+    graph = build_graph(trace, win, res.collectives)
+    replayed = replay(graph).step_time
+    by_step = dict(zip(rows["step"].astype(int).tolist(), rows["duration"].tolist(), strict=True))
+    measured = np.array([by_step.get(int(s), np.nan) for s in graph.step_numbers.tolist()])
+    keep = np.isfinite(measured)
+    graph_steps = (graph.step >= 0) & keep[np.clip(graph.step, 0, None)]
+    nsteps = max(int(keep.sum()), 1)
+    group_time: dict[str, float] = {}
+    sel = graph_steps & np.isin(graph.kind, [GAP, DEV])
+    sums = np.bincount(graph.group[sel], weights=graph.dur[sel] / 1e9, minlength=len(graph.groups))
+    for g, name in enumerate(graph.groups):
+        if sums[g] > 0:
+            group_time[name] = float(sums[g]) / nsteps
+    all_c, pools = arrival_offsets(run, rank)
+    mine = all_c[all_c["rank"] == rank] if len(all_c) else all_c
+    gc = graph.collectives
+    own = res.collectives.reset_index(drop=True)
+    info = own.iloc[gc["row"].to_numpy()] if len(gc) else own.iloc[0:0]
+    coll = pd.DataFrame(
+        {
+            "node": gc["node"].to_numpy(),
+            "collective": info["collective"].to_numpy(),
+            "seq": info["seq"].to_numpy(),
+            "group": info["group_size"].to_numpy(),
+            "bytes": np.where(
+                gc["bytes"].to_numpy() >= 0, gc["bytes"].to_numpy(), info["bytes"].to_numpy()
+            ),
+            "algo": gc["algo"].to_numpy(),
+        }
+    )
+    if len(coll) and len(mine):
+        j = mine.set_index(["collective", "seq"])[["transfer", "wait", "offset", "position"]]
+        coll = coll.join(j, on=["collective", "seq"])
+    for col in ("transfer", "wait", "offset"):
+        if col not in coll:
+            coll[col] = np.nan
+    if "position" not in coll:
+        coll["position"] = -1
+    dur = graph.dur[coll["node"].to_numpy()] / 1e9 if len(coll) else np.zeros(0)
+    coll["transfer"] = coll["transfer"].fillna(pd.Series(dur, index=coll.index))
+    coll["wait"] = (dur - coll["transfer"]).clip(lower=0) if len(coll) else coll["wait"]
+    coll["position"] = coll["position"].fillna(-1).astype(int)
+    coll["offset"] = coll["offset"].fillna(0.0)
+    return RunReplay(
+        world_size=run.world_size,
+        rank=rank,
+        kind=run.kind,
+        graph=graph,
+        measured=measured,
+        replayed=replayed,
+        group_time=group_time,
+        coll=coll,
+        offsets=pools,
+        devices=len(trace.meta.device_names),
+        device_factor=_device_factor(run, rank),
+    )
+
+
+def _device_factor(run: RunBreakdown, rank: int) -> float:
+    st = run.steps
+    own = (st["compute"] - st["caused_compute"]).groupby(st["rank"]).mean()
+    med = float(own.median())
+    if rank not in own.index or med <= 0:
+        return 1.0
+    return max(float(own[rank]) / med, 1e-3)
+
+
+__all__ = ["DCOLL", "HCOLL", "RunReplay", "replay_run", "representative_rank"]
