@@ -141,17 +141,27 @@ def test_real_study_charts_have_no_overlapping_or_clipped_text(
     check_page(browser, render(shared_docs[name], "html"), safe, tmp_path, shots, min_charts=3)
 
 
-def test_compare_charts_real_pair(
-    shared_docs: dict[str, dict[str, Any]], tmp_path: Path, shots: Path
+@pytest.mark.parametrize(
+    ("name", "pair"),
+    [
+        ("tb_plugin", ("tb_plugin/resnet50_num_workers_0", "tb_plugin/resnet50_num_workers_4")),
+        ("trace_diff", ("hta/trace_diff/control", "hta/trace_diff/test")),
+    ],
+)
+def test_compare_charts_real_pairs(
+    shared_docs: dict[str, dict[str, Any]],
+    name: str,
+    pair: tuple[str, str],
+    tmp_path: Path,
+    shots: Path,
 ) -> None:
     from tracescale.comparison import compare_docs
 
     browser = _chromium()
-    doc = compare_docs(
-        shared_docs["tb_plugin/resnet50_num_workers_0"],
-        shared_docs["tb_plugin/resnet50_num_workers_4"],
-    )
-    check_page(browser, render_compare(doc, "html"), "compare_tb_plugin", tmp_path, shots, 1)
+    root = ROOT.parent / "shared" / "traces"
+    before, after = (shared_docs.get(p) or _analyze(root / p) for p in pair)
+    doc = compare_docs(before, after, match="any")
+    check_page(browser, render_compare(doc, "html"), f"compare_{name}", tmp_path, shots, 1)
 
 
 def _many_ranks(n: int) -> dict[str, Any]:

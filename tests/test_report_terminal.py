@@ -118,18 +118,31 @@ def test_real_studies_fit_the_terminal(
         _keep(artifacts_dir, f"{name}_{width}", render(doc, "table", width=width))
 
 
+PAIRS = {
+    "tb_plugin": ("tb_plugin/resnet50_num_workers_0", "tb_plugin/resnet50_num_workers_4"),
+    "trace_diff": ("hta/trace_diff/control", "hta/trace_diff/test"),
+}
+
+
 @pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_real_compare_fits_the_terminal(
-    shared_docs: dict[str, dict[str, Any]], width: int, artifacts_dir: Path
+    shared_docs: dict[str, dict[str, Any]], width: int, pair: str, artifacts_dir: Path
 ) -> None:
     from tracescale.comparison import compare_docs
 
-    before = shared_docs["tb_plugin/resnet50_num_workers_0"]
-    after = shared_docs["tb_plugin/resnet50_num_workers_4"]
-    text = render_compare(compare_docs(before, after), "table", width=width)
-    _keep(artifacts_dir, f"compare_tb_plugin_{width}", text)
+    before, after = (_shared_doc(shared_docs, name) for name in PAIRS[pair])
+    text = render_compare(compare_docs(before, after, match="any"), "table", width=width)
+    _keep(artifacts_dir, f"compare_{pair}_{width}", text)
     squeezed = _squeeze(_check_width(text, width))
     assert "Verdict" in squeezed and "Step time (mean per step)" in squeezed
+    assert "Ops that changed most (per step, after − before)" in squeezed
+
+
+def _shared_doc(docs: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    if name not in docs:
+        docs[name] = _analyze(ROOT.parent / "shared" / "traces" / name)
+    return docs[name]
 
 
 def test_wide_layout_keeps_every_run_in_one_table(sample_docs: dict[str, dict[str, Any]]) -> None:

@@ -165,40 +165,6 @@ def _split_columns(
     return tables
 
 
-_LABEL_INDENT = 4
-
-
-def _label_lines(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], keep: int, width: int, gap: int
-) -> list[Text] | None:
-    """Each row's label columns on a line of their own, its values aligned on the next one.
-
-    For tables whose labels (op names) are too long to sit beside the numbers: the numbers
-    still line up under their headers, and the label is read as a heading, not a cell.
-    """
-    vh, vr = _take(headers, rows, range(keep, len(headers)))
-    cols = _fit_columns(vh, vr, width - 1 - _LABEL_INDENT, gap)
-    if cols is None:
-        return None
-    pad = " " * _LABEL_INDENT
-    value_lines = _table_lines(vh, vr, cols, 0, gap)
-    head_count = len(value_lines) - len(rows)
-    # The first label column groups rows (a category over its ops): a heading line when it
-    # changes, the other label columns indented under it.
-    label_head = " / ".join(h for h in headers[:keep] if h)
-    out = [Text(x, style=_STYLE_HEAD) for x in _wrap(label_head, width, " ", "   ")]
-    for t in value_lines[:head_count]:
-        out.append(Text(pad + t.plain, style=t.style))
-    for row, values in zip(rows, value_lines[head_count:], strict=True):
-        if row[0]:
-            out.extend(Text(x, style=_STYLE_HEAD) for x in _wrap(row[0], width, " ", "   "))
-        label = "  ".join(c for c in row[1:keep] if c)
-        if label:
-            out.extend(Text(x) for x in _wrap(label, width, "   ", "     "))
-        out.append(Text(pad + values.plain))
-    return out
-
-
 def _take(
     headers: Sequence[str], rows: Sequence[Sequence[str]], idx: Sequence[int]
 ) -> tuple[list[str], list[list[str]]]:
@@ -212,6 +178,43 @@ def _fit(
 ) -> _Cols | None:
     sub_h, sub_r = _take(headers, rows, idx)
     return _fit_columns(sub_h, sub_r, budget, gap)
+
+
+def _label_lines(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], keep: int, width: int, gap: int
+) -> list[Text] | None:
+    """Each row's label columns on lines of their own, its values aligned on the next one.
+
+    For tables whose labels (op names) are too long to sit beside the numbers: the numbers
+    still line up under their headers, and the labels read as nested headings. A label column
+    before the last groups rows (a category over its ops; an empty cell means "as above"), so
+    its heading is printed only when it changes.
+    """
+    indent = 2 * keep
+    vh, vr = _take(headers, rows, range(keep, len(headers)))
+    cols = _fit_columns(vh, vr, width - 1 - indent, gap)
+    if cols is None:
+        return None
+    pad = " " * indent
+    value_lines = _table_lines(vh, vr, cols, 0, gap)
+    head_count = len(value_lines) - len(rows)
+    label_head = " / ".join(h for h in headers[:keep] if h)
+    out = [Text(x, style=_STYLE_HEAD) for x in _wrap(label_head, width, " ", "   ")]
+    out.extend(Text(pad + t.plain, style=t.style) for t in value_lines[:head_count])
+    prev: list[str] = [""] * keep
+    for row, values in zip(rows, value_lines[head_count:], strict=True):
+        cells = [row[c] if c < len(row) else "" for c in range(keep)]
+        current = [cells[c] or prev[c] for c in range(keep)]
+        changed = next((c for c in range(keep - 1) if current[c] != prev[c]), keep - 1)
+        for c in range(changed, keep):
+            if current[c]:
+                first = " " + "  " * c
+                style = _STYLE_HEAD if c < keep - 1 else ""
+                lines = _wrap(current[c], width, first, first + "  ")
+                out.extend(Text(x, style=style) for x in lines)
+        out.append(Text(pad + values.plain))
+        prev = current
+    return out
 
 
 def _records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[Text]:

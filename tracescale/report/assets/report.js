@@ -320,7 +320,11 @@
     var cats = [];
     runs.forEach(function (r) { Object.keys((r.breakdown_s || {}).before || {}).forEach(function (c) { if (cats.indexOf(c) < 0) { cats.push(c); } }); });
     var bars = [];
-    runs.forEach(function (r) { bars.push({n: r.world_size, side: "before", bd: (r.breakdown_s || {}).before || {}}, {n: r.world_size, side: "after", bd: (r.breakdown_s || {}).after || {}}); });
+    runs.forEach(function (r) {
+      var nb = num(r.world_size_before) !== null ? r.world_size_before : r.world_size;
+      bars.push({n: nb, pair: nb === r.world_size ? "N=" + nb : "N=" + nb + "\u2192" + r.world_size, side: "before", bd: (r.breakdown_s || {}).before || {}},
+        {n: r.world_size, side: "after", bd: (r.breakdown_s || {}).after || {}});
+    });
     var tot = bars.map(function (b) { return cats.reduce(function (a, c) { return a + Math.max(num(b.bd[c]) || 0, 0); }, 0); });
     var t = msTicks(Math.max.apply(null, tot) * 1.05 || 1e-3), ymax = t.top;
     var f = frame(W, t.ticks, t.fmt, "ms per step", "");
@@ -338,7 +342,7 @@
     var short = bw < tw("before") + 6;
     s += xLabels(f, xs, bars.map(function (b) { return short ? b.side.charAt(0) : b.side; }));
     var pairXs = [], pairLab = [];
-    for (var i = 0; i + 1 < bars.length; i += 2) { pairXs.push((xs[i] + xs[i + 1]) / 2); pairLab.push("N=" + bars[i].n); }
+    for (var i = 0; i + 1 < bars.length; i += 2) { pairXs.push((xs[i] + xs[i + 1]) / 2); pairLab.push(bars[i].pair); }
     s += xLabels(f, pairXs, pairLab, 1) + line(f.x0, f.y1, f.x1, f.y1, 'stroke="#666"');
     var leg = cats.map(function (c, i) { return [label(c), color(c, i)]; });
     var note = short ? '<div class="legend">b: before, a: after</div>' : "";
