@@ -7,6 +7,7 @@ a million events cost as much as their few thousand distinct names.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ class RuleSet:
 def _parse(text: str, origin: str) -> tuple[list[Rule], list[Rule]]:
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise UsageError(f"invalid rules TOML: {exc}", path=origin) from exc
     out: dict[str, list[Rule]] = {"host": [], "device": []}
     for section, allowed in (("host", HOST_TARGETS), ("device", DEVICE_TARGETS)):
@@ -75,7 +76,7 @@ def _parse(text: str, origin: str) -> tuple[list[Rule], list[Rule]]:
                 )
             try:
                 rx = re.compile(str(entry["pattern"]))
-            except re.error as exc:
+            except (re.error, RecursionError, OverflowError) as exc:
                 raise UsageError(f"bad regex {entry['pattern']!r}: {exc}", path=origin) from exc
             cat = entry.get("cat")
             out[section].append(Rule(rx, str(cat) if cat is not None else None, target))
@@ -88,6 +89,8 @@ def load_rules(user_file: str | None = None) -> RuleSet:
     host, device = _parse(default_text, "default_rules.toml")
     digest = hashlib.sha256(default_text.encode())
     if user_file:
+        if os.path.exists(user_file) and not os.path.isfile(user_file):
+            raise UsageError("rules file is not a regular file (a FIFO or device?)", path=user_file)
         try:
             with open(user_file, encoding="utf-8") as fh:
                 user_text = fh.read()
@@ -95,6 +98,8 @@ def load_rules(user_file: str | None = None) -> RuleSet:
             raise UsageError(
                 f"cannot read rules file: {exc.strerror or exc}", path=user_file
             ) from exc
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"rules file is not UTF-8 text ({exc})", path=user_file) from exc
         uh, ud = _parse(user_text, user_file)
         host, device = uh + host, ud + device
         digest.update(user_text.encode())
