@@ -27,6 +27,7 @@ from tracescale.classify.timeline import (
     merge_runs,
 )
 from tracescale.classify.top_ops import rank_op_seconds
+from tracescale.classify.work_size import rank_input_sizes
 from tracescale.ingest.steps import StepWindows, find_steps, launch_step, launch_times
 from tracescale.ingest.trace import RankTrace
 
@@ -60,6 +61,8 @@ class RankResult:
     #: Seconds per (step, category, name) of the ops/kernels owning each category's time
     #: (classify.top_ops.OP_COLUMNS): the top contributors, already summed per name.
     op_seconds: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Median input elements per (op name, input position): tells strong from weak scaling.
+    input_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _mask_names(trace: RankTrace, pred: Callable[[str], bool]) -> BOOL:
@@ -207,6 +210,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         annotations=ranges,
         range_totals=totals,
         op_seconds=ops,
+        input_sizes=rank_input_sizes(trace, main & cat_is_op),
     )
 
 

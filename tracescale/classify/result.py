@@ -69,6 +69,8 @@ class RunBreakdown:
     #: Top contributors: category, name, seconds (mean per step per rank), step_sd, steps
     #: (see classify.top_ops.run_op_table).
     ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: ``"op#input position"`` -> median elements over ranks (classify.work_size).
+    input_sizes: dict[str, float] = field(default_factory=dict)
     #: HTA-compatible shares per rank (classify/gpu_metrics.py): ``rank``, ``gpu_idle_pct``,
     #: ``comm_comp_overlap_pct`` (percent; None where undefined); empty for CPU runs.
     gpu_metrics: pd.DataFrame = field(default_factory=pd.DataFrame)

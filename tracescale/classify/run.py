@@ -19,6 +19,7 @@ from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS,
 from tracescale.classify.single_rank import apply_single_rank
 from tracescale.classify.timeline import CAT
 from tracescale.classify.top_ops import run_op_table
+from tracescale.classify.work_size import run_input_sizes
 
 _COMM = CAT["communication"]
 _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, assume skew
@@ -165,6 +166,7 @@ def build_run(
     nsteps = 0
     kinds = set()
     op_tables: list[pd.DataFrame] = []
+    size_tables: list[pd.DataFrame] = []
     gpu_rows: list[tuple[int, GpuTotals]] = []
     own_totals: list[pd.Series] = []  # category seconds on each rank's own timeline
     for raw_group in groups:
@@ -203,6 +205,7 @@ def build_run(
                 by_type[ctype] = by_type.get(ctype, 0.0) + sec
             nsteps += len(steps)
             op_tables.append(r.op_seconds)
+            size_tables.append(r.input_sizes)
             own_totals.append(r.steps[list(CATEGORIES)].sum())
         for ctype, sec in moved_by_type.items():
             by_type[ctype] = max(by_type.get(ctype, 0.0) - sec, 0.0)
@@ -228,6 +231,7 @@ def build_run(
         kind="gpu" if "gpu" in kinds else "cpu",
         warnings=tuple(dict.fromkeys(notes)),
         ops=run_op_table(op_tables, nsteps, _per_step(own_totals, nsteps)),
+        input_sizes=run_input_sizes(size_tables),
         gpu_metrics=per_rank_frame(gpu_rows),
     )
 

@@ -231,7 +231,7 @@ def analyze_scaling(
     datas = [prepare(r) for r in runs]
     aggs = [aggregate(d) for d in datas]
     stats = tuple(step_stats(d) for d in datas)
-    mode_, reason = detect_mode(aggs, mode)
+    mode_, reason = detect_mode(aggs, mode, [r.input_sizes for r in runs])
     model = fit_study(aggs, mode_, assume)
     single = len(runs) == 1
     base_n = aggs[0].world_size
