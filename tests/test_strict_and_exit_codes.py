@@ -235,3 +235,12 @@ def test_damaged_study_json_in_report(run_dir, tmp_path, capsys, damage):
     code, _, err = _cli(capsys, "report", str(deep))
     assert code == 3
     _one_line_error(err, deep)
+
+
+def test_simulate_into_an_unwritable_place_is_exit_5(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    argv = ["simulate", "--world-sizes", "1", "--steps", "1", "--out", str(blocker / "sub"), "-q"]
+    code, _, err = _cli(capsys, *argv)
+    assert code == 5 and "cannot write" in err
+    _one_line_error(err, blocker)

@@ -38,7 +38,8 @@ def _umask() -> int:
     return mask
 
 
-def _os_message(exc: OSError) -> str:
+def os_error_message(exc: OSError) -> str:
+    """A short reason for a failed write, the same words everywhere."""
     if exc.errno == errno.ENOENT:
         return "cannot write: the folder does not exist"
     if exc.errno == errno.ENOSPC:
@@ -66,7 +67,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise OutputError(_os_message(exc), path=str(path)) from exc
+        raise OutputError(os_error_message(exc), path=str(path)) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -78,7 +79,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise OutputError(_os_message(exc), path=str(path)) from exc
+            raise OutputError(os_error_message(exc), path=str(path)) from exc
         raise
 
 
@@ -93,7 +94,7 @@ def write_through(path: str | os.PathLike[str], text: str) -> None:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
-        raise OutputError(_os_message(exc), path=str(path)) from exc
+        raise OutputError(os_error_message(exc), path=str(path)) from exc
 
 
 def _first_keys(stream: object) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import click
 
+from tracescale.atomic import os_error_message
 from tracescale.cli.settings import CONTEXT
-from tracescale.errors import UsageError
+from tracescale.errors import OutputError, UsageError
 from tracescale.simulate import make_params, parse_sets, pattern_params
 from tracescale.simulate import simulate as run_simulation
 from tracescale.simulate.params import help_table
@@ -159,18 +160,21 @@ def simulate(
         if not quiet:
             click.echo(f"tracescale simulate: {line}", err=True)
 
-    truth = run_simulation(
-        _world_sizes(world_sizes, "--world-sizes"),
-        out,
-        mode=mode,
-        steps=steps,
-        seed=seed,
-        params=params,
-        jobs=jobs,
-        pattern=pattern,
-        truth_at=_world_sizes(truth_at, "--truth-at") if truth_at.strip() else [],
-        progress=progress,
-    )
+    try:
+        truth = run_simulation(
+            _world_sizes(world_sizes, "--world-sizes"),
+            out,
+            mode=mode,
+            steps=steps,
+            seed=seed,
+            params=params,
+            jobs=jobs,
+            pattern=pattern,
+            truth_at=_world_sizes(truth_at, "--truth-at") if truth_at.strip() else [],
+            progress=progress,
+        )
+    except OSError as exc:  # everything simulate touches on disk is its output
+        raise OutputError(os_error_message(exc), path=exc.filename or out) from exc
     sizes = truth["world_sizes"]
     of = "" if truth["pattern"] == "ddp" else f" of {truth['pattern']}"
     click.echo(

@@ -6,14 +6,16 @@ stays clean. Runnable on its own as ``python -m tracescale.cli.sweep``.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
+from tracescale.atomic import os_error_message
 from tracescale.capture.sweep import parse_nproc, run_sweep
 from tracescale.cli.options import FiniteFloat
 from tracescale.cli.settings import CONTEXT
-from tracescale.errors import TracescaleError
+from tracescale.errors import OutputError, TracescaleError, UsageError
 
 
 def _echo_err(message: str) -> None:
@@ -59,17 +61,23 @@ def sweep(
 
     SCRIPT must profile with tracescale.capture.Capture (it reads $TRACESCALE_OUT).
     """
-    runs = run_sweep(
-        script,
-        script_args,
-        nproc=parse_nproc(nproc),
-        out=out,
-        timeout=timeout,
-        python=python,
-        overwrite=overwrite,
-        passthrough=show_output,
-        progress=_echo_err,
-    )
+    try:
+        runs = run_sweep(
+            script,
+            script_args,
+            nproc=parse_nproc(nproc),
+            out=out,
+            timeout=timeout,
+            python=python,
+            overwrite=overwrite,
+            passthrough=show_output,
+            progress=_echo_err,
+        )
+    except OSError as exc:
+        where = str(exc.filename or out)
+        if os.path.abspath(where).startswith(os.path.abspath(out)):
+            raise OutputError(os_error_message(exc), path=where) from exc
+        raise UsageError(f"cannot run: {exc.strerror or exc}", path=where) from exc
     total = sum(len(r.trace_files) for r in runs)
     _echo_err(f"done: {total} trace(s) for nproc={','.join(str(r.nproc) for r in runs)} in {out}")
 
