@@ -19,6 +19,7 @@ from tracescale.classify.rank import RankResult
 from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import load_rules
 from tracescale.classify.run import build_run
+from tracescale.classify.same_job import check_same_job, study_signatures
 from tracescale.errors import InvalidTraceError, NoTracesError, TracescaleError, UsageError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RunSpec, StudySpec, discover
@@ -285,6 +286,10 @@ def analyze_study(
         skipped = [w for w in warnings if ": skipped: " in w]
         why = f" ({len(skipped)} skipped; first: {skipped[0]})" if skipped else ""
         raise InvalidTraceError(f"no analyzable trace files{why}", path=spec.path)
+    different = check_same_job(study_signatures(spec, results))
+    if different and strict:
+        raise InvalidTraceError(f"{different[0]} (--strict)", path=spec.path)
+    warnings.extend(different)
     scaling = analyze_scaling(
         runs, mode=mode, project=project, what_if=what_if, assumptions=assumptions
     )
