@@ -184,3 +184,14 @@ def test_missing_folder(tmp_path, capsys, study_json):
 def test_directory_is_a_usage_error(tmp_path, capsys, study_json):
     code, text = _code_and_err(capsys, ["report", str(study_json), "-o", str(tmp_path)])
     assert code == 2 and "is a directory" in text
+
+
+def test_long_top_level_falls_back_to_a_byte_search(tmp_path, monkeypatch):
+    monkeypatch.setattr("tracescale.atomic._PARSE_EVENTS", 50)
+    late = tmp_path / "late.json"
+    late.write_text(json.dumps({"meta": list(range(500)), "traceEvents": []}))
+    with pytest.raises(UsageError, match="existing trace"):
+        check_output_path(late, [], force=False)
+    study = tmp_path / "study.json"
+    study.write_text(json.dumps({"schema_version": 1, "studies": [list(range(500))]}))
+    check_output_path(study, [], force=False)

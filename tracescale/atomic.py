@@ -24,6 +24,7 @@ import tempfile
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tracescale.errors import OutputError, UsageError
 
@@ -97,9 +98,16 @@ def write_through(path: str | os.PathLike[str], text: str) -> None:
         raise OutputError(os_error_message(exc), path=str(path)) from exc
 
 
-def _first_keys(stream: object) -> bool:
+#: Top-level JSON events parsed before falling back to a plain byte search: Kineto writes its
+#: few metadata keys first, so a trace is recognized in microseconds; a big non-trace document
+#: (a saved study) is not walked event by event in Python.
+_PARSE_EVENTS = 100_000
+_KEY = b'"traceEvents"'
+
+
+def _first_keys(stream: object) -> bool | None:
     """Does this JSON stream look like a Kineto trace (top-level ``traceEvents``, or an array
-    of events with ``ph``)? Stops at the first answer; the rest of the file is never read."""
+    of events with ``ph``)? None when undecided within :data:`_PARSE_EVENTS` events."""
     import ijson
 
     events = ijson.parse(stream, use_float=True)
@@ -107,19 +115,28 @@ def _first_keys(stream: object) -> bool:
     if first is None:
         return False
     _, event, _ = first
-    if event == "start_map":
-        for prefix, event, value in events:
-            if prefix == "" and event == "map_key" and value == "traceEvents":
-                return True
-            if prefix == "" and event == "end_map":
-                return False
+    if event not in ("start_map", "start_array"):
         return False
-    if event == "start_array":
-        for prefix, event, value in events:
-            if prefix == "item" and event == "map_key" and value == "ph":
-                return True
-            if prefix in ("item", "") and event in ("end_map", "end_array"):
-                return False
+    want = ("", "map_key", "traceEvents") if event == "start_map" else ("item", "map_key", "ph")
+    for n, (prefix, event, value) in enumerate(events):
+        if (prefix, event, value) == want:
+            return True
+        if (prefix == "" and event in ("end_map", "end_array")) or (
+            want[0] == "item" and prefix == "item" and event == "end_map"
+        ):
+            return False
+        if n >= _PARSE_EVENTS:
+            return None
+    return False
+
+
+def _contains_key(stream: Any) -> bool:
+    """Whether ``"traceEvents"`` occurs anywhere in the stream (chunked byte search)."""
+    tail = b""
+    while chunk := stream.read(8 << 20):
+        if _KEY in tail + chunk:
+            return True
+        tail = chunk[-len(_KEY) :]
     return False
 
 
@@ -127,20 +144,26 @@ def is_trace_file(fd: int) -> bool:
     """Whether the open regular file ``fd`` holds a Kineto trace (plain or gzip JSON).
 
     A gzip file that cannot be read is taken as a trace: without proof it is not one, it is
-    not replaced without ``--force``.
+    not replaced without ``--force``. A document too long to decide by parsing its top level
+    is a trace when ``"traceEvents"`` appears anywhere in it.
     """
     import ijson
 
     with os.fdopen(os.dup(fd), "rb") as raw:
         gz = raw.read(2) == b"\x1f\x8b"
-        raw.seek(0)
+
+        def stream() -> Any:
+            raw.seek(0)
+            return gzip.GzipFile(fileobj=raw) if gz else raw
+
         try:
-            return _first_keys(gzip.GzipFile(fileobj=raw) if gz else raw)
+            verdict = _first_keys(stream())
+            return _contains_key(stream()) if verdict is None else verdict
         except (ijson.JSONError, ValueError, EOFError, zlib.error, OSError, RecursionError):
             if gz:
                 return True
             raw.seek(0)
-            return b'"traceEvents"' in raw.read(1 << 20)
+            return _KEY in raw.read(1 << 20)
 
 
 def _input_folders(inputs: Iterable[str | os.PathLike[str]]) -> set[Path]:
