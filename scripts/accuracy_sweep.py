@@ -36,6 +36,8 @@ PATTERNS = {
     "launch_bound": [1, 2, 4, 8],
     "heavy_tail": [1, 2, 4, 8],
     "comm_types": [1, 2, 4, 8],
+    "fsdp,multinode": [1, 2, 4, 8, 16],
+    "tp,heavy_tail": [1, 2, 4, 8],
 }
 
 CHOICES = {
@@ -134,7 +136,8 @@ def main_patterns(names: list[str]) -> int:
     misses = 0
     print(f"{'pattern':<13} {'attrib':>7}  " + "  ".join(f"{'x' + str(k):>24}" for k in (2, 4, 8)))
     for name in names or list(PATTERNS):
-        result = pattern_errors(name, PATTERNS.get(name.split(",")[0], [1, 2, 4, 8]))
+        sizes = [1, 2, 4, 8, 16] if "multinode" in name else [1, 2, 4, 8]
+        result = pattern_errors(name, PATTERNS.get(name, sizes))
         cells = []
         for k, n in zip((2, 4, 8), result["targets"], strict=True):  # type: ignore[call-overload]
             row = result["rows"][n]  # type: ignore[index]

@@ -333,7 +333,9 @@ def test_default_study_reports_progress_on_stderr(tmp_path: Path) -> None:
 
 
 def test_rerun_replaces_the_other_kind_of_rank_files(tmp_path: Path) -> None:
-    simulate([2], tmp_path, pattern="fsdp", steps=1, params=pattern_params("fsdp", TINY))
+    truth = simulate([2], tmp_path, pattern="fsdp", steps=1, params=pattern_params("fsdp", TINY))
+    assert truth["truth_at"] == [4, 8, 16]  # by default 2x, 4x, 8x the largest simulated N
+    assert {"1", "2", "4", "8", "16"} == truth["speedup"].keys()
     assert {p.name.split("_")[0] for p in (tmp_path / "ws2").iterdir()} == {"simnode0"}
     simulate([2], tmp_path, steps=1)
     assert {p.name.split("_")[0] for p in (tmp_path / "ws2").iterdir()} == {"simhost"}

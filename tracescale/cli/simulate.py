@@ -137,7 +137,8 @@ def _world_sizes(text: str, option: str) -> list[int]:
     "--truth-at",
     default="",
     metavar="N,N,...",
-    help="Extra world sizes for the truth's step time and speedup (e.g. 16,32,64).",
+    help="World sizes for the truth's step time and speedup beyond the simulated ones "
+    "[default: 2x, 4x, 8x the largest].",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 def simulate(
@@ -170,7 +171,7 @@ def simulate(
             params=params,
             jobs=jobs,
             pattern=pattern,
-            truth_at=_world_sizes(truth_at, "--truth-at") if truth_at.strip() else [],
+            truth_at=_world_sizes(truth_at, "--truth-at") if truth_at.strip() else None,
             progress=progress,
         )
     except OSError as exc:  # everything simulate touches on disk is its output

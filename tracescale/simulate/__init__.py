@@ -119,8 +119,9 @@ def simulate(
     ``pattern`` "ddp" (alone) is the default data-parallel study; anything else runs on the
     event-level engine (see :mod:`tracescale.simulate.programs`). ``steps`` defaults to 5, two
     optimizer cycles under ``grad_accum``, 20 under ``heavy_tail``. ``truth_at`` adds world
-    sizes to the truth's step time and speedup. ``jobs`` > 1 writes default-study rank files
-    in worker processes (same bytes). ``progress`` gets one line per stage (CLI: on stderr).
+    sizes to the truth's step time and speedup (default 2x, 4x, 8x the largest). ``jobs`` > 1
+    writes default-study rank files in worker processes (same bytes). ``progress`` gets one
+    line per stage (the CLI prints it on stderr).
     """
     spec = _spec(pattern)
     params = params or (SimParams() if spec.name == "ddp" else pattern_params(spec))
@@ -136,7 +137,9 @@ def simulate(
     sizes = sorted(set(world_sizes))
     if not sizes or sizes[0] < 1:
         raise UsageError("--world-sizes must be positive integers")
-    extra = sorted(set(truth_at or []))
+    if truth_at is None:  # what a user projects to: 2x, 4x and 8x the largest measured N
+        truth_at = [2 * sizes[-1], 4 * sizes[-1], 8 * sizes[-1]]
+    extra = sorted(set(truth_at))
     if extra and extra[0] < 1:
         raise UsageError("--truth-at must be positive integers")
     root = Path(out)
