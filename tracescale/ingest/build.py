@@ -28,7 +28,7 @@ from tracescale.ingest.trace import (
 )
 
 if TYPE_CHECKING:
-    from tracescale.ingest.decode import Event, TraceFile
+    from tracescale.ingest.schema import Event, TraceFile
 
 _MAX_DUR_NS = 7 * 24 * 3600 * 10**9  # a week: longer "durations" are corrupt, not profiles
 _INT_ARGS = (
@@ -45,6 +45,8 @@ _INT_ARGS = (
     "wait_on_stream",
     "wait_on_corr",
 )
+#: String-id columns, in the order their strings are interned (which fixes the ids).
+STRING_COLUMNS = ("cat", "name", "coll_name", "dtype", "input_dims", "input_type")
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _PH = attrgetter("ph")
 _ARGS = attrgetter("args")
@@ -115,8 +117,12 @@ class _Strings:
         return tuple(self.ids)
 
 
-class _Builder:
-    """Accumulates columns chunk by chunk, so only one chunk of decoded structs is alive."""
+class Builder:
+    """Accumulates columns chunk by chunk, so only one chunk of decoded structs is alive.
+
+    The compiled scanner fills one part with all columns and the same bookkeeping (string
+    table, pid labels, skip counts) instead of calling :meth:`add`.
+    """
 
     def __init__(self) -> None:
         self.parts: list[dict[str, npt.NDArray[Any]]] = []
@@ -130,6 +136,32 @@ class _Builder:
         if count:
             self.skipped[what] = self.skipped.get(what, 0) + int(count)
 
+    def skip_phases(self, no_ph: int, begin_end: int) -> None:
+        """Count events without a phase, and B/E pairs (Kineto writes complete events only;
+        other tools' B/E pairs are not read)."""
+        self.skip("events without ph", no_ph)
+        self.skip("begin/end (B/E) events", begin_end)
+
+    def valid_times(
+        self,
+        dur: npt.NDArray[np.int64],
+        ok_start: npt.NDArray[np.bool_],
+        ok_dur: npt.NDArray[np.bool_],
+        no_ts: npt.NDArray[np.bool_],
+        no_dur: npt.NDArray[np.bool_],
+    ) -> npt.NDArray[np.bool_]:
+        """Which complete events have usable times; the others are counted by reason."""
+        self.skip("events without ts", int(no_ts.sum()))
+        self.skip("events without dur", int(no_dur.sum()))
+        has = ok_start & ok_dur
+        self.skip("events with non-numeric ts/dur", int((~has & ~(no_ts | no_dur)).sum()))
+        neg = has & (dur < 0)
+        huge = has & (dur > _MAX_DUR_NS)
+        self.skip("events with negative dur", int(neg.sum()))
+        self.skip("events with absurd dur", int(huge.sum()))
+        keep: npt.NDArray[np.bool_] = has & ~neg & ~huge
+        return keep
+
     def add(self, events: list[Event]) -> None:
         """Columns of one chunk's complete events; consumes (clears) ``events``."""
         if list(map(_CAT, events)).count(ANNOTATION_CAT):  # tracescale's own added tracks
@@ -140,29 +172,17 @@ class _Builder:
         phases = list(map(_PH, events))
         xs = [e for e, ph in zip(events, phases, strict=True) if ph == "X"]
         self.meta_events.extend(e for e, ph in zip(events, phases, strict=True) if ph == "M")
-        self.skip("events without ph", phases.count(""))
-        # Kineto writes complete events only; other tools' B/E pairs are not read.
-        self.skip("begin/end (B/E) events", phases.count("B") + phases.count("E"))
+        self.skip_phases(phases.count(""), phases.count("B") + phases.count("E"))
         del phases
         events.clear()  # flows, instants, counters: freed now
-        n = len(xs)
         texts_ts = [bytes(e.ts) for e in xs]
         texts_dur = [bytes(e.dur) for e in xs]
-        missing = (np.fromiter(map(len, texts_ts), np.int64, n) == 0) | (
-            np.fromiter(map(len, texts_dur), np.int64, n) == 0
-        )
-        self.skip("events without ts", texts_ts.count(b""))
-        self.skip("events without dur", texts_dur.count(b""))
+        no_ts = np.fromiter(map(len, texts_ts), np.int64, len(xs)) == 0
+        no_dur = np.fromiter(map(len, texts_dur), np.int64, len(xs)) == 0
         start, ok_start = us_text_to_ns(texts_ts)
         dur, ok_dur = us_text_to_ns(texts_dur)
         del texts_ts, texts_dur
-        has = ok_start & ok_dur
-        self.skip("events with non-numeric ts/dur", int((~has & ~missing).sum()))
-        neg = has & (dur < 0)
-        huge = has & (dur > _MAX_DUR_NS)
-        self.skip("events with negative dur", int(neg.sum()))
-        self.skip("events with absurd dur", int(huge.sum()))
-        keep = has & ~neg & ~huge
+        keep = self.valid_times(dur, ok_start, ok_dur, no_ts, no_dur)
         if not keep.all():
             xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
             start, dur = start[keep], dur[keep]
@@ -192,8 +212,8 @@ class _Builder:
         for k, lst in enumerate(str_lists):
             flat[k * n : (k + 1) * n] = lst
         del str_lists
-        codes = self.strings.encode(flat).reshape(6, n)
-        for k, key in enumerate(("cat", "name", "coll_name", "dtype", "input_dims", "input_type")):
+        codes = self.strings.encode(flat).reshape(len(STRING_COLUMNS), n)
+        for k, key in enumerate(STRING_COLUMNS):
             cols[key] = codes[k].copy()
         return cols
 
@@ -211,10 +231,10 @@ class _Builder:
             """One sorted column; the chunks' pieces of it are freed as soon as it exists."""
             if not parts:
                 return np.zeros(0, dtype=dtype)
-            out: npt.NDArray[Any] = np.concatenate([p.pop(key) for p in parts]).astype(
-                dtype, copy=False
-            )
-            return out[order]
+            pieces = [p.pop(key) for p in parts]
+            out: npt.NDArray[Any] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            del pieces
+            return out.astype(dtype, copy=False)[order]
 
         table = self.strings.table()
 
@@ -262,7 +282,7 @@ def build_trace(
 
     Consumes ``events`` (the list is cleared) so the decoded structs are freed early.
     """
-    builder = _Builder()
+    builder = Builder()
     builder.add(events)
     return builder.finish(path, size, top, malformed)
 
@@ -271,7 +291,7 @@ def build_trace_chunks(
     path: str, size: int, *, chunks: Iterable[list[Event]], top: TraceFile
 ) -> RankTrace:
     """Like :func:`build_trace` over successive chunks of events (bounded decode memory)."""
-    builder = _Builder()
+    builder = Builder()
     for events in chunks:
         builder.add(events)
     return builder.finish(path, size, top, 0)

@@ -87,22 +87,25 @@ def _parse_block(
     values[:] = np.where(plain, np.where(neg, -total, total), 0)
     valid[:] = plain
     for i in np.flatnonzero(~plain).tolist():
-        parsed = _slow_parse(texts[i])
+        parsed = slow_parse(texts[i])
         if parsed is not None:
             values[i] = parsed
             valid[i] = True
     return values, valid
 
 
-def _slow_parse(text: bytes) -> int | None:
+def slow_parse(text: bytes) -> int | None:
     """Exponent notation and other rare spellings; None when not a finite, sane number."""
     try:
         dec = Decimal(text.decode("ascii", errors="strict"))
     except (InvalidOperation, UnicodeDecodeError, ValueError):
         return None
-    if not dec.is_finite():
+    if not dec.is_finite() or dec.adjusted() > _MAX_INT_DIGITS + 2:
+        return None  # also keeps 1e999999 from becoming a million-digit integer
+    try:
+        ns = int((dec * 1000).to_integral_value())
+    except ArithmeticError:  # 1e999999999: beyond the decimal context
         return None
-    ns = int((dec * 1000).to_integral_value())
     if abs(ns) >= 9 * 10 ** (_MAX_INT_DIGITS + 2):
         return None
     return ns
