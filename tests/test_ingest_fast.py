@@ -24,7 +24,7 @@ from tracescale.simulate import make_params, simulate
 require_module(
     "numba", "the compiled scanner needs numba (a dependency; the typed path is used without it)"
 )
-from tracescale.ingest import scan  # noqa: E402
+from tracescale.ingest import jsonbytes  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
@@ -282,10 +282,10 @@ def test_parse_us_matches_vectorized_parser() -> None:
     values, valid = us_text_to_ns(texts)
     for t, v, ok in zip(texts, values.tolist(), valid.tolist(), strict=True):
         buf = np.frombuffer(t or b" ", dtype=np.uint8)
-        status, got = scan.parse_us(buf, 0, len(t))
-        if status == scan.NUM_PLAIN:
+        status, got = jsonbytes.parse_us(buf, 0, len(t))
+        if status == jsonbytes.NUM_PLAIN:
             assert ok and got == v, t
-        elif status == scan.NUM_MISSING:
+        elif status == jsonbytes.NUM_MISSING:
             assert t == b"" and not ok
         else:  # the scanner's caller parses these with Decimal: must agree with numpy's path
             parsed = slow_parse(t)

@@ -20,7 +20,7 @@ from tracescale.ingest.numbers import slow_parse
 from tracescale.ingest.schema import CHUNK_DECODER, CHUNK_EVENTS, TOP_DECODER, Args, TraceFile
 
 try:  # numba is optional: without it every file takes the typed path
-    from tracescale.ingest import scan
+    from tracescale.ingest import jsonbytes, scan
 except ImportError:  # pragma: no cover - exercised where numba is not installed
     scan = None  # type: ignore[assignment]
 
@@ -167,12 +167,12 @@ def _times(
     assert scan is not None
     flags = i32[scan.J_FLAGS]
     ts_st, dur_st = flags & 3, (flags >> 2) & 3
-    ok_start, ok_dur = ts_st == scan.NUM_PLAIN, dur_st == scan.NUM_PLAIN
+    ok_start, ok_dur = ts_st == jsonbytes.NUM_PLAIN, dur_st == jsonbytes.NUM_PLAIN
     for (row, which, _s, _e), value in zip(slow_rows, slow_values, strict=True):
         if value is not None:
             i64[scan.I_TS if which == 0 else scan.I_DUR, row] = value
             (ok_start if which == 0 else ok_dur)[row] = True
-    no_ts, no_dur = ts_st == scan.NUM_MISSING, dur_st == scan.NUM_MISSING
+    no_ts, no_dur = ts_st == jsonbytes.NUM_MISSING, dur_st == jsonbytes.NUM_MISSING
     dur = i64[scan.I_DUR]
     row_chunk = i32[scan.J_EVIDX] // CHUNK_EVENTS
     bounds = np.searchsorted(row_chunk, np.arange(len(chunk_phases) + 1))
