@@ -276,3 +276,18 @@ def test_long_labels_go_above_their_aligned_values() -> None:
         "   aten::to",
         "        1 ms     2 ms     3%",
     ]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_inspect_fits_the_terminal(width: int, artifacts_dir: Path) -> None:
+    from tracescale.cli.main import cli
+
+    path = ROOT / "sample_traces" / "ddp_cpu_strong"
+    res = CliRunner().invoke(cli, ["inspect", str(path)], env={"COLUMNS": str(width)})
+    assert res.exit_code == 0, res.output
+    _keep(artifacts_dir, f"inspect_ddp_cpu_strong_{width}", res.stdout)
+    squeezed = _squeeze(_check_width(res.stdout, width))
+    assert f"{path}: world size 4 (ws4)" in " ".join(squeezed)
+    rows = [x for x in squeezed if x.startswith("3/4 ")]
+    assert any("vm_21164.1796039336464293282.pt.trace.json.gz" in x for x in rows), rows
+    assert any("5 (#2-6), mean" in x for x in rows), rows

@@ -203,38 +203,40 @@ def _steps_text(steps: dict[str, Any]) -> str:
     return f"{steps['count']} (#{shown}), mean {steps['mean_s'] * 1e3:.1f} ms"
 
 
-def render_table(doc: list[dict[str, Any]]) -> None:
-    """Rich tables, one per run; warnings under each."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def _rank_row(r: dict[str, Any]) -> list[str]:
+    name = ", ".join(os.path.basename(f) for f in r.get("files", [r["file"]]))
+    if r.get("error"):
+        return [str(r["rank"]), name, _fmt_size(r["size_bytes"]), "error", "", "", "", r["error"]]
+    return [
+        f"{r['rank']}/{r['world_size']}",
+        name,
+        _fmt_size(r["size_bytes"]),
+        str(r["events"]),
+        f"{r['span_s']:.3f}",
+        _steps_text(r["steps"]),
+        f"{len(r['gpus'])}/{r['streams']}" if r["gpus"] else "CPU only",
+        _colls_text(r["collectives"]),
+    ]
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
+
+def render_table(doc: list[dict[str, Any]]) -> None:
+    """One table per run, laid out for the terminal's width like the report; warnings under it."""
+    from rich.text import Text
+
+    from tracescale.report.sections import Section
+    from tracescale.report.table import (
+        lines_to_string,
+        section_lines,
+        terminal_width,
+        wants_color,
+    )
+
+    width = terminal_width(sys.stdout)
+    headers = ["rank", "file", "size", "events", "span s", "steps", "GPUs/streams", "collectives"]
+    lines: list[Text] = []
     for study in doc:
         for run in study["runs"]:
-            table = Table(title=f"{study['path']}: world size {run['world_size']} ({run['label']})")
-            for col in ("rank", "file", "size", "events", "span s", "steps", "GPUs/streams"):
-                table.add_column(col, overflow="fold")
-            table.add_column("collectives", overflow="fold")
-            for r in run["ranks"]:
-                name = "\n".join(escape(os.path.basename(f)) for f in r.get("files", [r["file"]]))
-                if r.get("error"):
-                    table.add_row(
-                        str(r["rank"]), name, _fmt_size(r["size_bytes"]), "[red]error[/]",
-                        "", escape(r["error"]), "", "",
-                    )  # fmt: skip
-                    continue
-                table.add_row(
-                    f"{r['rank']}/{r['world_size']}",
-                    name,
-                    _fmt_size(r["size_bytes"]),
-                    str(r["events"]),
-                    f"{r['span_s']:.3f}",
-                    _steps_text(r["steps"]),
-                    f"{len(r['gpus'])}/{r['streams']}" if r["gpus"] else "CPU only",
-                    _colls_text(r["collectives"]),
-                )
-            console.print(table)
+            title = f"{study['path']}: world size {run['world_size']} ({run['label']})"
             notes = list(run["warnings"])
             notes.extend(
                 f"{os.path.basename(r['file'])}: {w}"
@@ -242,10 +244,27 @@ def render_table(doc: list[dict[str, Any]]) -> None:
                 for w in r.get("warnings", ())
             )
             notes.extend(f"{r['file']}: {r['error']}" for r in run["ranks"] if r.get("error"))
-            for note in notes:
-                console.print(f"[yellow]warning:[/] {escape(note)}")
-        for note in study["warnings"]:
-            console.print(f"[yellow]warning:[/] {escape(note)}")
+            sec = Section("inspect", title, headers, left_cols=2)
+            sec.rows = [_rank_row(r) for r in run["ranks"]]
+            lines.extend(section_lines(sec, width)[:-1])
+            lines.extend(_warning_lines(notes, width))
+            lines.append(Text(""))
+        lines.extend(_warning_lines(list(study["warnings"]), width))
+    click.echo(lines_to_string(lines, wants_color(sys.stdout)), nl=False)
+
+
+def _warning_lines(notes: list[str], width: int) -> list[Any]:
+    from rich.text import Text
+
+    from tracescale.report.table import wrap_prose
+
+    out = []
+    for note in notes:
+        for line in wrap_prose(f"warning: {note}", width, "", "  "):
+            t = Text(line)
+            t.highlight_regex(r"^warning:", "yellow")
+            out.append(t)
+    return out
 
 
 @click.command(

@@ -105,8 +105,19 @@ def _pad(text: str, width: int, left: bool) -> str:
 
 
 def _table_lines(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], cols: _Cols, left_cols: int, gap: int
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    cols: _Cols,
+    left_cols: int | Sequence[bool],
+    gap: int,
 ) -> list[Text]:
+    """Header lines, a rule and one line per row; ``left_cols``: how many leading columns (or
+    which columns) are text, left-aligned; the rest are numbers, right-aligned."""
+    left = (
+        [i < left_cols for i in range(len(headers))]
+        if isinstance(left_cols, int)
+        else list(left_cols)
+    )
     sep = " " * gap
     out: list[Text] = []
     if any(headers):
@@ -116,13 +127,12 @@ def _table_lines(
             for i, (lines, w) in enumerate(zip(cols.header_lines, cols.widths, strict=True)):
                 # Headers sit on the line next to the rule, like the values they name.
                 at = k - (depth - len(lines))
-                cells.append(_pad(lines[at] if at >= 0 else "", w, i < left_cols))
+                cells.append(_pad(lines[at] if at >= 0 else "", w, left[i]))
             out.append(Text(" " + sep.join(cells).rstrip(), style=_STYLE_HEAD))
         out.append(Text(" " + "─" * (sum(cols.widths) + gap * (len(cols.widths) - 1))))
     for row in rows:
         cells = [
-            _pad(row[i] if i < len(row) else "", w, i < left_cols)
-            for i, w in enumerate(cols.widths)
+            _pad(row[i] if i < len(row) else "", w, left[i]) for i, w in enumerate(cols.widths)
         ]
         out.append(Text(" " + sep.join(cells).rstrip()))
     return out
@@ -134,6 +144,7 @@ def _split_columns(
     keep: int,
     budget: int,
     gap: int,
+    left_cols: int,
 ) -> list[list[Text]] | None:
     """Several tables repeating the first ``keep`` (label) columns, each with as many value
     columns as fit beside them."""
@@ -161,7 +172,7 @@ def _split_columns(
         cols = _fit_columns(sub_h, sub_r, budget, gap)
         if cols is None:
             return None
-        tables.append(_table_lines(sub_h, sub_r, cols, keep, gap))
+        tables.append(_table_lines(sub_h, sub_r, cols, [i < left_cols for i in idx], gap))
     return tables
 
 
@@ -199,7 +210,7 @@ def _label_lines(
     value_lines = _table_lines(vh, vr, cols, 0, gap)
     head_count = len(value_lines) - len(rows)
     label_head = " / ".join(h for h in headers[:keep] if h)
-    out = [Text(x, style=_STYLE_HEAD) for x in _wrap(label_head, width, " ", "   ")]
+    out = [Text(x, style=_STYLE_HEAD) for x in wrap_prose(label_head, width, " ", "   ")]
     out.extend(Text(pad + t.plain, style=t.style) for t in value_lines[:head_count])
     prev: list[str] = [""] * keep
     for row, values in zip(rows, value_lines[head_count:], strict=True):
@@ -210,7 +221,7 @@ def _label_lines(
             if current[c]:
                 first = " " + "  " * c
                 style = _STYLE_HEAD if c < keep - 1 else ""
-                lines = _wrap(current[c], width, first, first + "  ")
+                lines = wrap_prose(current[c], width, first, first + "  ")
                 out.extend(Text(x, style=style) for x in lines)
         out.append(Text(pad + values.plain))
         prev = current
@@ -228,12 +239,12 @@ def _records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) 
             lead = "   " + _pad(name, name_w, True) + "  "
             if cell_len(lead) + 8 > width:
                 lead = "   "
-            for line in _wrap(value, width, lead, " " * cell_len(lead)):
+            for line in wrap_prose(value, width, lead, " " * cell_len(lead)):
                 out.append(Text(line))
     return out
 
 
-def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+def wrap_prose(text: str, width: int, first: str, rest: str) -> list[str]:
     """Prose at ``width`` with a first-line prefix and a hanging indent (long words broken)."""
     return textwrap.wrap(
         text,
@@ -255,13 +266,13 @@ def table_lines(sec: Section, width: int) -> list[Text]:
     if cols is not None:
         return _table_lines(headers, rows, cols, sec.left_cols, gap)
     labels = min(max(sec.left_cols, 1), len(headers))
-    split = _split_columns(headers, rows, labels, budget, gap)
+    split = _split_columns(headers, rows, labels, budget, gap, sec.left_cols)
     if split is None and labels > 1 and len(headers) - labels >= 2:
         stacked = _label_lines(headers, rows, labels, width, gap)
         if stacked is not None:
             return stacked
     if split is None:
-        split = _split_columns(headers, rows, 1, budget, gap)
+        split = _split_columns(headers, rows, 1, budget, gap, sec.left_cols)
     if split is not None:
         out: list[Text] = []
         for k, t in enumerate(split):
@@ -276,12 +287,12 @@ def section_lines(sec: Section, width: int) -> list[Text]:
     """Title, wrapped items, the table laid out for ``width``, the note."""
     out = [Text(sec.title, style=_STYLE_TITLE)] if cell_len(sec.title) <= width else []
     if not out:
-        out = [Text(x, style=_STYLE_TITLE) for x in _wrap(sec.title, width, "", "")]
+        out = [Text(x, style=_STYLE_TITLE) for x in wrap_prose(sec.title, width, "", "")]
     numbered = sec.key == "findings"
     item_style = "yellow" if sec.key == "warnings" else ""
     for i, item in enumerate(sec.items, 1):
         bullet = f"  {i}. " if numbered else "  • "
-        lines = _wrap(item, width, bullet, " " * cell_len(bullet))
+        lines = wrap_prose(item, width, bullet, " " * cell_len(bullet))
         for k, line in enumerate(lines):
             t = Text(line, style=item_style)
             if numbered and k == 0:
@@ -294,7 +305,7 @@ def section_lines(sec: Section, width: int) -> list[Text]:
         out.extend(table_lines(sec, width))
     if sec.note:
         out.append(Text(""))
-        out.extend(Text(x, style="dim") for x in _wrap(sec.note, width, "", ""))
+        out.extend(Text(x, style="dim") for x in wrap_prose(sec.note, width, "", ""))
     out.append(Text(""))
     return out
 
@@ -302,12 +313,12 @@ def section_lines(sec: Section, width: int) -> list[Text]:
 def blocks_lines(blocks: list[Block], header: str, width: int) -> list[Text]:
     """Every block's title, summary lines and sections as terminal lines."""
     width = max(width, MIN_WIDTH)
-    out = [Text(x, style="dim") for x in _wrap(header, width, "", "")]
+    out = [Text(x, style="dim") for x in wrap_prose(header, width, "", "")]
     out.append(Text(""))
     for b in blocks:
-        out.extend(Text(x, style="bold") for x in _wrap(b.title, width, "", "  "))
+        out.extend(Text(x, style="bold") for x in wrap_prose(b.title, width, "", "  "))
         for line in b.lines:
-            out.extend(Text(x) for x in _wrap(line, width, "", "  "))
+            out.extend(Text(x) for x in wrap_prose(line, width, "", "  "))
         out.append(Text(""))
         for s in b.sections:
             out.extend(section_lines(s, width))
