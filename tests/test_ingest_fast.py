@@ -26,6 +26,7 @@ require_module(
 )
 from tracescale.ingest import jsonbytes  # noqa: E402
 
+fast.warm_up()  # every load_trace below goes through the scanner, whatever the file's size
 ROOT = Path(__file__).parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
 #: The lenient reference runs Python per event: on the few larger real files the typed path

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -36,6 +37,9 @@ try:  # ISA-L inflates gzip ~2x faster than zlib, with the same streaming interf
 except ImportError:  # pragma: no cover - isal is a dependency; zlib where it has no wheel
     _inflate = zlib
 
+#: JSON bytes from which loading the compiled scanner (numba: about a second, once per
+#: process) pays for itself; it saves ~10 ms per MB over the typed path.
+SCANNER_WORTH_BYTES = 100_000_000
 DEFAULT_MEMORY_BUDGET = 8 * 1024**3  # bytes of decompressed JSON we accept per file
 _CHUNK = 1024 * 1024  # compressed bytes read at a time
 _MAX_RATIO = 1032  # deflate never compresses better than this
@@ -134,9 +138,9 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
     size = os.path.getsize(path)
     if not data or data.isspace():
         raise InvalidTraceError("empty file", path=path)
-    from tracescale.ingest import fast  # numba: imported only when a trace is read
+    if _use_scanner(len(data)):
+        from tracescale.ingest import fast
 
-    if fast.available():
         scanned = fast.scan_trace(data)
         if scanned is not None:
             del data  # the JSON is freed before the columns are sorted
@@ -173,6 +177,19 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
     except (msgspec.ValidationError, msgspec.DecodeError):  # wrong types, bad UTF-8 in names
         del raws
         return _load_lenient(read_bytes(path, memory_budget=memory_budget), path, size)
+
+
+def _use_scanner(nbytes: int) -> bool:
+    """The compiled scanner once it is loaded, or for a file big enough to load it for."""
+    fast = sys.modules.get("tracescale.ingest.fast")
+    if fast is not None and fast.loaded():
+        return True
+    if nbytes < SCANNER_WORTH_BYTES:
+        return False
+    from tracescale.ingest.fast import loaded, warm_up  # imports numba
+
+    warm_up()
+    return loaded()
 
 
 def _decode_chunks(raws: list[msgspec.Raw]) -> Iterator[list[Event]]:

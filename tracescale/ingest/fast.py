@@ -71,6 +71,28 @@ def _arg_layout() -> dict[str, Any] | None:
 _LAYOUT = _arg_layout()
 
 
+_loaded: list[bool] = []
+
+
+def warm_up() -> None:
+    """Load the compiled scanner now (from numba's cache, or compile it once). Called before
+    workers are forked, so they share the machine code instead of each loading it."""
+    if available() and not _loaded:
+        scan_trace(bytearray(_TINY))
+        _loaded.append(True)
+
+
+def loaded() -> bool:
+    """Whether this process has the scanner loaded (then every file goes through it)."""
+    return bool(_loaded)
+
+
+_TINY = (
+    b'{"traceEvents": [{"ph": "X", "cat": "c", "name": "n", "pid": "p", "tid": 1, "ts": 1,'
+    b' "dur": 1, "args": {"Seq": 1, "dtype": "f", "Input Dims": [[1]]}}]}'
+)
+
+
 def available() -> bool:
     """Whether the compiled scanner runs here (numba imports and the schema fits it)."""
     return _LAYOUT is not None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tracescale.classify.rank import RankResult
 from tracescale.classify.rules import load_rules
 from tracescale.parallel.cache import CacheKey, ResultCache, default_cache_dir, make_key
-from tracescale.parallel.pool import Worker, run_local
+from tracescale.parallel.pool import Worker, load_scanner_if_worth, run_local
 from tracescale.parallel.tasks import RankTask, TaskError, run_task
 
 Progress = Callable[[RankTask], None]
@@ -107,9 +107,11 @@ def run_tasks(
 
         run_dask(todo, scheduler, n_jobs if jobs is not None else default_jobs(), done)
     elif n_jobs == 1 or len(todo) <= 1:
+        load_scanner_if_worth(todo)
         for i, task in todo:
             store(i, _worker(task))
     else:
+        load_scanner_if_worth(todo)  # before the fork: the workers inherit it
         peak = run_local(todo, min(n_jobs, len(todo)), done, _worker)
     results = [r for r in out if r is not None]
     assert len(results) == len(tasks)

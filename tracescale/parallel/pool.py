@@ -229,6 +229,33 @@ class _Worker:
         self.proc.close()
 
 
+def load_scanner_if_worth(tasks: Sequence[tuple[int, RankTask]]) -> None:
+    """Load the compiled ingest scanner in this process when the files to read are big enough
+    together to pay for it; forked workers then inherit it instead of each loading it."""
+    from tracescale.ingest.decode import SCANNER_WORTH_BYTES
+
+    total = 0
+    for _i, task in tasks:
+        total += _json_size(task.path)
+        if total >= SCANNER_WORTH_BYTES:
+            from tracescale.ingest.fast import warm_up
+
+            warm_up()
+            return
+
+
+def _json_size(path: str) -> int:
+    """Decompressed size from a gzip file's trailer (mod 4 GB), else the file size."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                return os.fstat(fh.fileno()).st_size
+            fh.seek(-4, os.SEEK_END)
+            return int.from_bytes(fh.read(4), "little")
+    except (OSError, ValueError):
+        return 0
+
+
 def _size(task: RankTask) -> int:
     try:
         return os.path.getsize(task.path)
