@@ -39,12 +39,19 @@ def test_levers_are_ranked_by_projected_gain_with_numbers() -> None:
     assert found[0]["text"] == (
         "Data loading takes 60.9 ms per step (43%) at 8 GPUs; it does not shrink with more "
         "GPUs (59.7 ms at 1 GPU). If it were taken off the critical path (DataLoader workers, "
-        "prefetching), steps would be 2.05x faster (117.0 ms → 57.0 ms per step) at 64 GPUs "
+        "prefetching), steps would be 2.02x faster (119.0 ms → 59.0 ms per step) at 32 GPUs "
         "(projected)."
     )
-    assert found[0]["value"] == pytest.approx(117.0 / 57.0, rel=1e-3)
+    assert found[0]["value"] == pytest.approx(119.0 / 59.0, rel=1e-3)
     gains = [f["value"] for f in found]
     assert gains == sorted(gains, reverse=True)
+
+
+def test_levers_read_at_the_requested_n_or_at_most_4x_measured() -> None:
+    study = _fixture("strong")  # measured up to 8; default projections 16, 32, 64
+    assert "at 32 GPUs (projected)" in top_findings(study)[0]["text"]
+    study["requested_world_sizes"] = [16, 32, 64]
+    assert "at 64 GPUs (projected)" in top_findings(study)[0]["text"]
 
 
 def test_single_run_levers_are_measured_and_projections_labelled() -> None:

@@ -167,11 +167,11 @@ def test_narrow_layout_exact(artifacts_dir: Path) -> None:
         "Findings (biggest lever first)",
         "  1. Data loading takes 60.9 ms per step (43%) at 8 GPUs; it does not shrink",
         "     with more GPUs (59.7 ms at 1 GPU). If it were taken off the critical path",
-        "     (DataLoader workers, prefetching), steps would be 2.05x faster (117.0 ms →",
-        "     57.0 ms per step) at 64 GPUs (projected).",
+        "     (DataLoader workers, prefetching), steps would be 2.02x faster (119.0 ms →",
+        "     59.0 ms per step) at 32 GPUs (projected).",
         "  2. Compute takes 50.8 ms per step (36%) at 8 GPUs. If its part that does not",
-        "     shrink were parallel, steps would be 1.20x faster (117.0 ms → 97.3 ms per",
-        "     step) at 64 GPUs (projected).",
+        "     shrink were parallel, steps would be 1.19x faster (119.0 ms → 99.6 ms per",
+        "     step) at 32 GPUs (projected).",
     ]
     start = lines.index("Where each step's time goes (per step, mean over ranks)")
     assert lines[start + 1 : start + 4] == [

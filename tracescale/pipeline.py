@@ -304,6 +304,7 @@ def analyze_study(
         "categories": list(CATEGORIES),
         "runs": run_dicts,
         "scaling": sdict,
+        "requested_world_sizes": sorted({int(n) for n in project}) if project else None,
         "warnings": list(
             dict.fromkeys(
                 warnings + [w for r in runs for w in r.warnings] + list(sdict.get("warnings", []))

@@ -89,9 +89,19 @@ class Target:
 
 
 def target_of(study: dict[str, Any], last: dict[str, Any]) -> Target:
-    """The largest projection when there is one (the largest requested N), else the last run."""
+    """The largest requested projection, else the last run.
+
+    World sizes the user asked for (``--project``, kept as ``requested_world_sizes``) are
+    honoured as asked; the default targets reach 8x the largest measured N, and there a lever
+    is read only up to :data:`SAFE_EXTRAPOLATION` times it (less extrapolation, same rule as
+    for a named optimum).
+    """
     projs = [p for p in lst(d(study.get("scaling")).get("projections")) if isinstance(p, dict)]
     projs = [p for p in projs if num(p.get("step_time_s")) and num(p.get("world_size"))]
+    if not study.get("requested_world_sizes"):
+        limit = SAFE_EXTRAPOLATION * (num(last.get("world_size")) or 1.0)
+        near = [p for p in projs if (num(p.get("world_size")) or 0.0) <= limit]
+        projs = near or projs[:1]
     if projs:
         p = max(projs, key=lambda q: num(q.get("world_size")) or 0.0)
         bd = {str(k): num(v) or 0.0 for k, v in d(p.get("breakdown_s")).items()}

@@ -279,7 +279,8 @@ def projections_section(study: dict[str, Any]) -> Section | None:
     projs = _l(sc.get("projections"))
     if not projs:
         return None
-    sec = Section("projections", "Projections", list(PROJ_HEADERS), projection_rows(projs))
+    title = "Projections (assumed: one run)" if sc.get("assumed") else "Projections"
+    sec = Section("projections", title, list(PROJ_HEADERS), projection_rows(projs))
     if sc.get("assumed"):
         sec.note = "Assumed: a single run cannot be fitted; default per-category assumptions."
     return sec
@@ -290,7 +291,9 @@ def what_if_section(study: dict[str, Any]) -> Section | None:
     entries = [e for e in _l(_d(study.get("scaling")).get("what_if")) if isinstance(e, dict)]
     if not entries:
         return None
-    sec = Section("what_if", "What if", ["Scenario", *PROJ_HEADERS], left_cols=2)
+    assumed = bool(_d(study.get("scaling")).get("assumed"))
+    title = "What if (assumed: one run)" if assumed else "What if"
+    sec = Section("what_if", title, ["Scenario", *PROJ_HEADERS], left_cols=2)
     for e in entries:
         name = str(e.get("label") or e.get("scenario") or "?")
         projs = _l(e.get("projections")) if "projections" in e else [e]
