@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/accuracy_sweep.py SEED COUNT
     .venv/bin/python scripts/accuracy_sweep.py --patterns [PATTERN ...]
+    .venv/bin/python scripts/accuracy_sweep.py --random-patterns SEED COUNT
 
 Random sweep: `tracescale simulate` at N=1,2,4,8 with random parameters (strong or weak,
 stragglers, slow networks, big models, few or many buckets), analyzed and compared with
@@ -13,7 +14,8 @@ Patterns: one study per training pattern (`simulate --pattern`, measured at N=1,
 `tracescale analyze STUDY --project 16,32,64`. Per pattern: attribution error at the measured
 N, the projected speedup's error against the truth at each target, and whether the truth lies
 inside the reported 90% interval. The tolerances (10% up to 4x, 15% at 8x) are reported, and
-the exit status says whether every pattern met them.
+the exit status says whether every pattern met them. Random patterns: a random base with one
+or two modifiers and random parameters per study, so a projection is not judged on defaults.
 """
 
 from __future__ import annotations
@@ -100,13 +102,15 @@ def main(seed: int, count: int) -> int:
     return 1 if misses else 0
 
 
-def pattern_errors(pattern: str, sizes: list[int], seed: int = 0) -> dict[str, object]:
+def pattern_errors(
+    pattern: str, sizes: list[int], seed: int = 0, sets: dict[str, float] | None = None
+) -> dict[str, object]:
     """Simulate one pattern study, analyze it with projections to 2x/4x/8x, compare."""
     top = max(sizes)
     targets = [2 * top, 4 * top, 8 * top]
-    folder = tempfile.mkdtemp(prefix=f"tracescale-{pattern}-")
+    folder = tempfile.mkdtemp(prefix=f"tracescale-{pattern.replace(',', '+')}-")
     truth = simulate(sizes, folder, pattern=pattern, seed=seed, truth_at=targets,
-                     params=pattern_params(pattern))  # fmt: skip
+                     params=pattern_params(pattern, sets))  # fmt: skip
     entry = analyze(folder, jobs=1, no_cache=True, project=targets).studies[0]
     worst = 0.0
     for run in entry["runs"]:
@@ -132,23 +136,30 @@ def pattern_errors(pattern: str, sizes: list[int], seed: int = 0) -> dict[str, o
     return {"folder": folder, "attribution_worst": worst, "targets": targets, "rows": rows}
 
 
+def _cells(result: dict[str, object]) -> tuple[str, int]:
+    """The 2x/4x/8x error cells of one study and how many miss the tolerances."""
+    misses = 0
+    cells = []
+    for k, n in zip((2, 4, 8), result["targets"], strict=True):  # type: ignore[call-overload]
+        row = result["rows"][n]  # type: ignore[index]
+        tol = 0.10 if k <= 4 else 0.15
+        ok = abs(row["error"]) <= tol and row["covered"]
+        misses += not ok
+        cells.append(
+            f"N={n:<4}{row['error']:+7.1%} {'in' if row['covered'] else 'out':>3} CI"
+            f"{'' if ok else ' !':>2}"
+        )
+    return "  ".join(f"{c:>24}" for c in cells), misses
+
+
 def main_patterns(names: list[str]) -> int:
     misses = 0
     print(f"{'pattern':<13} {'attrib':>7}  " + "  ".join(f"{'x' + str(k):>24}" for k in (2, 4, 8)))
     for name in names or list(PATTERNS):
         sizes = [1, 2, 4, 8, 16] if "multinode" in name else [1, 2, 4, 8]
         result = pattern_errors(name, PATTERNS.get(name, sizes))
-        cells = []
-        for k, n in zip((2, 4, 8), result["targets"], strict=True):  # type: ignore[call-overload]
-            row = result["rows"][n]  # type: ignore[index]
-            tol = 0.10 if k <= 4 else 0.15
-            ok = abs(row["error"]) <= tol and row["covered"]
-            misses += not ok
-            cells.append(
-                f"N={n:<4}{row['error']:+7.1%} {'in' if row['covered'] else 'out':>3} CI"
-                f"{'' if ok else ' !':>2}"
-            )
-        line = "  ".join(f"{c:>24}" for c in cells)
+        line, missed = _cells(result)
+        misses += missed
         print(f"{name:<13} {result['attribution_worst']:>7.2%}  {line}", flush=True)
     print(
         f"{misses} projections outside 10% (<=4x) / 15% (8x) or with the truth outside the 90% CI"
@@ -156,9 +167,51 @@ def main_patterns(names: list[str]) -> int:
     return 1 if misses else 0
 
 
+#: parameters a random pattern study draws from (so projections are not tuned to the defaults)
+PATTERN_CHOICES: dict[str, list[float]] = {
+    "layers": [4, 8, 16],
+    "fwd_time": [0.02, 0.04, 0.1],
+    "dl_parallel": [0.0, 0.03, 0.08],
+    "model_bytes": [5e7, 1e8, 4e8],
+    "buckets": [2, 4, 8],
+    "alpha": [5e-6, 1e-5, 3e-5],
+    "bandwidth": [1e10, 5e10, 1e11],
+    "act_bytes": [4e6, 16777216, 6.4e7],
+    "accum_steps": [2, 4, 8],
+    "tail_median": [0.002, 0.004, 0.01],
+    "tail_sigma": [0.5, 1.0, 1.5],
+    "gpus_per_node": [4, 8],
+    "bcast_alpha": [1e-4, 3e-4],
+}
+
+
+def main_random_patterns(seed: int, count: int) -> int:
+    """Random base + 1-2 modifiers + random parameters per study; one line each."""
+    rng = random.Random(seed)
+    misses = 0
+    for i in range(count):
+        base = rng.choice(["ddp", "fsdp", "tp"])
+        mods = rng.sample(
+            ["grad_accum", "multinode", "heavy_tail", "comm_types"], rng.choice([1, 2])
+        )
+        name = ",".join([base, *mods])
+        sets = {k: rng.choice(v) for k, v in PATTERN_CHOICES.items() if rng.random() < 0.4}
+        gpn = int(sets.get("gpus_per_node", 8))
+        sizes = [1, 2, 4, 8, 16][: 5 if "multinode" in mods and gpn == 8 else 4]
+        result = pattern_errors(name, sizes, seed=rng.randrange(1000), sets=sets)
+        line, missed = _cells(result)
+        misses += bool(missed)
+        print(i, name, sets, f"attrib {result['attribution_worst']:.2%}", line, flush=True)
+    print(f"{count - misses}/{count} studies within 10% (<=4x) / 15% (8x) with the truth in the CI")
+    return 1 if misses else 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--patterns":
         sys.exit(main_patterns(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "--random-patterns":
+        args = [int(a) for a in sys.argv[2:4]]
+        sys.exit(main_random_patterns(args[0] if args else 0, args[1] if len(args) > 1 else 10))
     sys.exit(
         main(
             int(sys.argv[1]) if len(sys.argv) > 1 else 0,
