@@ -84,6 +84,7 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
         "representative_ranks": {str(r.world_size): r.rank for r in study.runs},
         "replay_error": {str(r.world_size): r.replay_error for r in study.runs},
         "base_world_size": study.base.world_size,
+        "validation_error": study.validation_error,
         "serial_fraction": min(max(t_inf / t1, 0.0), 1.0) if t1 > 0 else None,
         "t_inf_s": t_inf,
         "laws": {

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy.optimize import nnls
 
@@ -38,12 +39,16 @@ class AlphaBeta:
     alpha_s: float
     inv_bw: float  # seconds per byte
     source: str  # the key it was fitted on, or "default"/"user"
+    #: When alpha could not be separated from beta (one message mix in this tier): the
+    #: other end of the plausible range, (alpha, inv_bw), for the intervals.
+    alt: tuple[float, float] | None = None
 
-    def time(self, ctype: str, nbytes: float, group: float, algo: str) -> float:
+    def time(self, ctype: str, nbytes: float, group: float, algo: str, alt: bool = False) -> float:
         if group <= 1:
             return 0.0
         lat, bw = factors(ctype, np.asarray([float(group)]), max(nbytes, 0.0), _algo(algo))
-        return float(self.alpha_s * lat[0] + self.inv_bw * bw[0])
+        a, inv = self.alt if (alt and self.alt is not None) else (self.alpha_s, self.inv_bw)
+        return float(a * lat[0] + inv * bw[0])
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,14 @@ class CommModel:
         return AlphaBeta(DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, "default")
 
     def transfer(
-        self, ctype: str, algo: str, nbytes: float, group: float, ref_n: int, n: int
+        self,
+        ctype: str,
+        algo: str,
+        nbytes: float,
+        group: float,
+        ref_n: int,
+        n: int,
+        alt: bool = False,
     ) -> float:
         """Transfer seconds of an instance measured at ``ref_n`` when the world has ``n`` ranks."""
         if ctype == "barrier":
@@ -78,10 +90,10 @@ class CommModel:
         g = group * n / ref_n if group >= ref_n else group
         b = nbytes * ref_n / n if self.sharded.get(ctype, False) else nbytes
         tier = tier_of(g, self.gpus_per_node)
-        return self.lookup(ctype, algo, tier).time(ctype, b, g, algo)
+        return self.lookup(ctype, algo, tier).time(ctype, b, g, algo, alt)
 
 
-def _fit(rows: pd.DataFrame) -> AlphaBeta | None:
+def _factors(rows: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     lat, bw = [], []
     for ct, b, g, a in zip(
         rows["collective"], rows["bytes"], rows["group"], rows["algo"], strict=True
@@ -89,14 +101,43 @@ def _fit(rows: pd.DataFrame) -> AlphaBeta | None:
         la, ba = factors(str(ct), np.asarray([float(g)]), max(float(b), 0.0), _algo(str(a)))
         lat.append(la[0])
         bw.append(ba[0])
-    x = np.column_stack([lat, bw])
-    y = rows["transfer"].to_numpy(dtype=np.float64)
-    ratio = np.round(x[:, 1] / np.maximum(x[:, 0], 1e-300), 3)
-    if np.unique(ratio).size < 2:
-        return None
+    return np.column_stack([lat, bw]), rows["transfer"].to_numpy(dtype=np.float64)
+
+
+def _fit(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | None:
+    """NNLS for (alpha, beta) on relative residuals.
+
+    With one distinct (latency, bytes) mix alpha and beta cannot be told apart. Given the
+    intra-node fit as ``prior``, the slower tier's latency is assumed to lie between the
+    intra-node alpha (latency does not grow) and alpha times the bandwidth ratio (latency grows
+    like bandwidth shrinks): the point estimate is their geometric mean, the ends are kept for
+    the intervals.
+    """
+    x, y = _factors(rows)
     w = 1.0 / np.maximum(y, 1e-9)  # relative: small latency-bound messages count as much
-    coef, _ = nnls(x * w[:, None], y * w)
-    return AlphaBeta(float(coef[0]), float(coef[1]), "")
+    ratio = np.round(x[:, 1] / np.maximum(x[:, 0], 1e-300), 3)
+    if np.unique(ratio).size >= 2:
+        coef, _ = nnls(x * w[:, None], y * w)
+        return AlphaBeta(float(coef[0]), float(coef[1]), "")
+    if prior is None:
+        return None
+
+    def beta_for(alpha: float) -> float:
+        rest = (y - alpha * x[:, 0]) * w
+        xb = x[:, 1] * w
+        denom = float(np.dot(xb, xb))
+        return max(float(np.dot(xb, rest)) / denom, 0.0) if denom > 0 else 0.0
+
+    a0 = prior.alpha_s
+    low = (a0, beta_for(a0))
+    alpha = a0
+    for _ in range(20):  # fixed point: alpha = a0 * sqrt(beta / beta_intra)
+        slower = beta_for(alpha) / prior.inv_bw if prior.inv_bw > 0 else 1.0
+        alpha = a0 * float(np.sqrt(max(slower, 1.0)))
+    slower = beta_for(alpha) / prior.inv_bw if prior.inv_bw > 0 else 1.0
+    high_alpha = a0 * max(slower, 1.0)
+    high = (high_alpha, beta_for(high_alpha))
+    return AlphaBeta(alpha, beta_for(alpha), "", alt=high if high != low else None)
 
 
 def fit_comm(
@@ -116,14 +157,21 @@ def fit_comm(
         ("collective", "tier"),
         ("tier",),
     )
-    for cols in levels:
-        for key, rows in inst.groupby(list(cols)):
-            k = tuple(str(x) for x in (key if isinstance(key, tuple) else (key,)))
-            full = dict(zip(cols, k, strict=True))
-            got = _fit(rows)
-            if got is not None:
-                slot = (full.get("collective", ""), full.get("algo", ""), full["tier"])
-                fits[slot] = AlphaBeta(got.alpha_s, got.inv_bw, "/".join(k))
+    for tier in (INTRA, INTER):  # intra first: its alpha is the prior for a thin inter fit
+        for cols in levels:
+            sub = inst[inst["tier"] == tier]
+            for key, rows in sub.groupby(list(cols)):
+                k = tuple(str(x) for x in (key if isinstance(key, tuple) else (key,)))
+                full = dict(zip(cols, k, strict=True))
+                slot = (full.get("collective", ""), full.get("algo", ""), tier)
+                prior = None
+                if tier == INTER:
+                    prior = fits.get((slot[0], slot[1], INTRA)) or fits.get(("", "", INTRA))
+                    if prior is None:
+                        prior = AlphaBeta(DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, "default")
+                got = _fit(rows, prior)
+                if got is not None:
+                    fits[slot] = AlphaBeta(got.alpha_s, got.inv_bw, "/".join(k), got.alt)
     if len(inst):
         got = _fit(inst)
         if got is not None:

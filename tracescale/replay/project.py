@@ -27,10 +27,13 @@ from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
-from tracescale.replay.variability import expected_max
+from tracescale.replay.variability import Tail, expected_max, fit_tail
 
 F64 = npt.NDArray[np.float64]
 _BOOT = 200
+#: Smallest relative model error per doubling of N assumed in the intervals: laws fitted on a
+#: few world sizes are never known better than this when extrapolated.
+_MIN_ERROR = 0.01
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class ReplayStudy:
     laws: dict[str, Law]
     comm: CommModel
     warnings: tuple[str, ...]
+    #: |projected - measured| / measured at the largest N, projecting from the runs below it
+    validation_error: float = 0.0
+    _tails: dict[int, Tail | None] = field(default_factory=dict, compare=False, repr=False)
     _cache: dict[tuple[int, int, float, float], tuple[float, float]] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -60,7 +66,9 @@ class ReplayStudy:
     def base(self) -> RunReplay:
         return self.runs[-1]
 
-    def durations(self, n: int, alt: bool = False, infinite: bool = False) -> tuple[F64, float]:
+    def durations(
+        self, n: int, alt: bool = False, infinite: bool = False, comm_alt: bool = False
+    ) -> tuple[F64, float]:
         """Node durations (seconds) of the base graph at world size ``n``; variability per step."""
         base = self.base
         g = base.graph
@@ -82,8 +90,8 @@ class ReplayStudy:
                     new[i] = float(row.wait)
                     continue
                 args = (str(row.collective), str(row.algo), float(row.bytes), float(row.group))
-                model_ref = self.comm.transfer(*args, ref, ref)
-                model_n = self.comm.transfer(*args, ref, n)
+                model_ref = self.comm.transfer(*args, ref, ref, comm_alt)
+                model_n = self.comm.transfer(*args, ref, n, comm_alt)
                 tr = float(row.transfer)
                 t = tr * model_n / model_ref if model_ref > 0 else model_n
                 w = float(row.wait)
@@ -127,10 +135,14 @@ class ReplayStudy:
         ref = self.base.world_size
         unscaled = pool.offsets(1.0, 1.0)
         scaled = pool.offsets(host_scale, dev_scale)
+        tail = self._tails.get(position)
+        if position not in self._tails:
+            tail = self._tails[position] = fit_tail(unscaled - pool.systematic)
         spread0 = expected_max(unscaled, pool.rank, ref) - float(np.mean(unscaled))
         spread1 = expected_max(scaled, pool.rank, ref) - float(np.mean(scaled))
         shrink = spread1 / spread0 if spread0 > 1e-12 else 1.0
-        grow = expected_max(scaled, pool.rank, n) - expected_max(scaled, pool.rank, ref)
+        # The tail enters only through the growth beyond N_max, on both ends alike.
+        grow = expected_max(scaled, pool.rank, n, tail) - expected_max(scaled, pool.rank, ref, tail)
         self._cache[key] = (shrink, grow)
         return shrink, grow
 
@@ -145,9 +157,16 @@ class ReplayStudy:
         boot = steps[idx].mean(axis=1)
         lo, hi = np.percentile(boot, [5.0, 95.0])
         t_alt = float(np.mean(alt))
-        u = self._cv_share() * abs(np.log(max(n, 1) / self.base.world_size)) / np.log(2.0) / 4.0
-        lo = min(float(lo), t_alt, t * (1 - u), t)
-        hi = max(float(hi), t_alt, t * (1 + u), t)
+        t_comm = float(
+            np.mean(replay(self.base.graph, self.durations(n, comm_alt=True)[0]).step_time[kept])
+        )
+        doublings = abs(np.log2(max(n, 1) / self.base.world_size))
+        # Model error per doubling of N: the laws' cross-validated error, and the measured miss
+        # of the same method projecting the next-largest run to the largest (at least 1%).
+        per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
+        u = per_doubling * doublings
+        lo = min(float(lo), t_alt, t_comm, t / (1 + u), t)
+        hi = max(float(hi), t_alt, t_comm, t * (1 + u), t)
         return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
 
     def _cv_share(self) -> float:
@@ -172,8 +191,13 @@ def fit_replay(
     gpus_per_node: int | None = None,
     inter_bandwidth: float | None = None,
     inter_latency: float | None = None,
+    validate: bool = True,
 ) -> ReplayStudy:
-    """Laws per node group and the communication model from runs sorted by world size."""
+    """Laws per node group and the communication model from runs sorted by world size.
+
+    ``validate``: also project the next-largest run's graph to the largest N with laws fitted
+    without it, and keep the relative miss as ``validation_error`` (it widens the intervals).
+    """
     runs = tuple(sorted(runs, key=lambda r: r.world_size))
     names = set().union(*(r.group_time for r in runs))
     laws: dict[str, Law] = {}
@@ -195,7 +219,35 @@ def fit_replay(
     )
     comm = fit_comm(inst, gpus_per_node, inter_bandwidth, inter_latency)
     warnings: list[str] = []
-    return ReplayStudy(runs=runs, laws=laws, comm=comm, warnings=tuple(warnings))
+    validation = 0.0
+    if validate and len(runs) >= 3 and _same_tiers(runs, gpus_per_node):
+        sub = fit_replay(
+            runs[:-1],
+            gpus_per_node=gpus_per_node,
+            inter_bandwidth=inter_bandwidth,
+            inter_latency=inter_latency,
+            validate=False,
+        )
+        top = runs[-1]
+        measured = float(np.nanmean(top.measured)) if np.isfinite(top.measured).any() else 0.0
+        if measured > 0:
+            got = sub.project(top.world_size).step_time_s
+            validation = abs(got - measured) / measured
+    return ReplayStudy(
+        runs=runs, laws=laws, comm=comm, warnings=tuple(warnings), validation_error=validation
+    )
+
+
+def _same_tiers(runs: Sequence[RunReplay], gpus_per_node: int | None) -> bool:
+    """The largest run needs no tier the smaller ones lack (else a miss there says nothing
+    about the laws: the smaller runs cannot know the slower links)."""
+
+    def tiers(r: RunReplay) -> set[str]:
+        groups = r.coll["group"].tolist() if len(r.coll) else []
+        return {tier_of(float(g), gpus_per_node) for g in groups if g > 1}
+
+    below = set().union(*(tiers(r) for r in runs[:-1]))
+    return tiers(runs[-1]) <= below
 
 
 def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:

@@ -52,11 +52,63 @@ def _split(offsets: F64, rank: I64) -> tuple[F64, F64]:
     return mu, eps
 
 
-def expected_max(offsets: F64, rank: I64, n: int) -> float:
+#: Samples needed before the upper tail is extrapolated by a generalized Pareto fit.
+_TAIL_MIN_SAMPLES = 100
+_TAIL_QUANTILE = 0.8
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Generalized Pareto tail above the ``_TAIL_QUANTILE`` of a pool's random part, in units
+    of that part's standard deviation (so it can be rescaled with the work behind it)."""
+
+    shape: float
+    scale: float  # / std
+
+
+def fit_tail(eps: F64) -> Tail | None:
+    """The upper tail of ``eps`` (None with too few samples): E[max of N] for N beyond the
+    number of samples needs draws larger than any measured one."""
+    from scipy.stats import genpareto
+
+    sd = float(np.std(eps))
+    if len(eps) < _TAIL_MIN_SAMPLES or sd <= 0:
+        return None
+    z = eps / sd
+    u = float(np.quantile(z, _TAIL_QUANTILE))
+    exc = z[z > u] - u
+    if len(exc) < 20 or float(exc.max()) <= 0:
+        return None
+    shape, _, scale = genpareto.fit(exc, floc=0.0)
+    if not (np.isfinite(shape) and np.isfinite(scale)) or scale <= 0:
+        return None
+    return Tail(float(min(max(shape, -0.5), 0.9)), float(scale))
+
+
+def _cdf_points(e: F64, tail: Tail | None, n: int) -> tuple[F64, F64]:
+    """(support points, CDF) of the random part: empirical, with a GPD tail when given."""
+    m = len(e)
+    cdf = np.arange(1, m + 1, dtype=np.float64) / m
+    if tail is None:
+        return e, cdf
+    sd = float(np.std(e))
+    u = float(np.quantile(e, _TAIL_QUANTILE))
+    keep = e <= u
+    p_u = float(keep.mean())
+    top = 1.0 - 1e-3 / max(n, 1)  # the tail beyond this quantile adds nothing visible
+    q = np.linspace(p_u, top, 400)[1:]
+    r = (1.0 - q) / (1.0 - p_u)
+    y = -np.log(r) if abs(tail.shape) < 1e-06 else (r ** (-tail.shape) - 1.0) / tail.shape
+    x_tail = u + tail.scale * sd * y
+    return np.concatenate([e[keep], x_tail]), np.concatenate([cdf[keep], q])
+
+
+def expected_max(offsets: F64, rank: I64, n: int, tail: Tail | None = None) -> float:
     """E[max over n ranks of (systematic offset + a random draw)].
 
     The measured ranks keep their systematic offsets (in rank order); ranks beyond them get
-    the median one. The maximum's CDF is the product of the ranks' CDFs on the support points.
+    the median one. The maximum's CDF is the product of the ranks' CDFs on the support points;
+    with ``tail`` the random part's upper tail is the fitted generalized Pareto one.
     """
     mu_all, eps = _split(offsets, rank)
     if len(eps) == 0 or n < 1:
@@ -68,11 +120,12 @@ def expected_max(offsets: F64, rank: I64, n: int) -> float:
         vals = np.append(vals, float(np.median(mu_all)))
         counts = np.append(counts, extra)
     e = np.sort(eps)
-    x = np.unique((vals[:, None] + e[None, :]).ravel())
+    sx, sf = _cdf_points(e, tail, n)
+    x = np.unique((vals[:, None] + sx[None, :]).ravel())
     log_f = np.zeros(len(x))
-    m = len(e)
     for v, k in zip(vals.tolist(), counts.tolist(), strict=True):
-        f = np.searchsorted(e, x - v, side="right") / m
+        j = np.searchsorted(sx, x - v, side="right") - 1
+        f = np.where(j >= 0, sf[np.clip(j, 0, None)], 0.0)
         with np.errstate(divide="ignore"):
             log_f += k * np.log(f)
     pmf = np.diff(np.concatenate([[0.0], np.exp(log_f)]))
