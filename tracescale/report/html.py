@@ -18,6 +18,7 @@ from tracescale.report.sections import Block, Section, document_blocks, tool_lin
 _RUN_KEYS = ("world_size", "step_time_s", "breakdown_s", "per_rank", "stragglers")
 _SCALING_KEYS = (
     "baseline_world_size",
+    "assumed",
     "points",
     "serial_fraction",
     "amdahl_limit",

@@ -309,7 +309,7 @@
     s += xLabels(f, xs, ranks.map(function (p) { return String(p.rank); }), 0, function (j) { return slowSet.hasOwnProperty(ranks[j].rank); });
     if (mean !== null) { s += line(f.x0, y(mean), f.x1, y(mean), 'stroke="#1d2733" stroke-dasharray="5 3"'); }
     s += line(f.x0, f.y1, f.x1, f.y1, 'stroke="#666"') + text((f.x0 + f.x1) / 2, f.H - 8, f.xTitle);
-    var leg = [["straggler (" + nslow + ")", "#d62728"]];
+    var leg = [["straggler: own time (not waiting) above the median rank's (" + nslow + ")", "#d62728"]];
     if (mean !== null) { leg.unshift(["mean " + ms(mean) + " (dashed)", "#1d2733"]); }
     return {title: "Per rank at N=" + run.world_size + ": step time by category", svg: svg(f, s), legend: legend(leg)};
   }
