@@ -24,7 +24,7 @@ test_hta_agreement.py); where the figures differ, HTA is the one that is off:
   everything. ``hta/negative_queue_length_values_check``: HTA 69.44% idle, tracescale 63.86%
   (on HTA's event set tracescale gives HTA's figure); ``hta/trace_diff/test`` 7.47 vs 3.58%;
   ``hta/trace_compare`` keeps one kernel in HTA (0% idle) against 99.54%.
-- HTA types MTIA's ``runFunction``/``job_exe``/``packet`` events ``OTHER`` (neither compute
+- HTA types MTIA's ``pe_exe``/``job_exe``/``packet`` events ``OTHER`` (neither compute
   nor communication), so its compute share is lower there; the idle shares agree.
 - ``TraceAnalysis(trace_dir=...)`` keeps one file per rank: of tb_plugin's two profiling
   windows of one process it analyzes one; tracescale pools both.
