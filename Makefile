@@ -39,9 +39,9 @@ format: $(STAMP)
 	$(BIN)/ruff format tracescale tests examples
 
 bench: $(STAMP)
-	$(BIN)/python -m tracescale.bench
-	$(BIN)/python -m tracescale.bench --large-gb 1
-	$(BIN)/python -m tracescale.bench_scale
+	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_ingest.py --large-gb 1
+	$(BIN)/python benchmarks/bench_scale.py
 
 sample-traces:
 	$(MAKE) EXTRAS=dev,capture venv

@@ -25,6 +25,7 @@ from tracescale.classify.timeline import (
     coverage,
     last_at_or_before,
     merge_runs,
+    sorted_unique,
 )
 from tracescale.classify.top_ops import rank_op_seconds
 from tracescale.classify.work_size import rank_input_sizes
@@ -127,7 +128,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
 
     pts = [win.start, win.end] + [a for s, e in layers.values() for a in (s, e)]
     pts += [a for s, e in tl.values() for a in (s, e)]
-    points = np.unique(np.concatenate(pts))
+    points = sorted_unique(np.concatenate(pts))
     cov = {k: coverage(points, s, e) for k, (s, e) in layers.items()}
     seg_s, seg_e = points[:-1], points[1:]
     if kind == "gpu":

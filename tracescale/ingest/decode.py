@@ -143,8 +143,9 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
 
         scanned = fast.scan_trace(data)
         if scanned is not None:
-            del data  # the JSON is freed before the columns are sorted
-            top, builder = scanned
+            del data  # the JSON is freed before the columns are built and sorted
+            top, builder = fast.build_columns(scanned)
+            del scanned
             return builder.finish(path, size, top, 0)
     try:
         raw_doc = RAW_DECODER.decode(data)

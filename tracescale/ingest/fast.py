@@ -9,6 +9,7 @@ the same order (tested on every shipped, real and simulated trace against both p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -24,8 +25,6 @@ try:  # numba is optional: without it every file takes the typed path
 except ImportError:  # pragma: no cover - exercised where numba is not installed
     scan = None  # type: ignore[assignment]
 
-#: Bytes per event below nearly every real trace's average: the first guess of the row count.
-_MIN_EVENT_BYTES = 160
 _I64 = npt.NDArray[np.int64]
 #: String columns read from the event's args (``cat`` and ``name`` are the event's own; the
 #: args' ``name`` is a thread name of ``M`` events, not a column).
@@ -69,6 +68,7 @@ def _arg_layout() -> dict[str, Any] | None:
 
 
 _LAYOUT = _arg_layout()
+_TRACE_EVENTS = np.frombuffer(b"traceEvents", dtype=np.uint8)
 
 
 _loaded: list[bool] = []
@@ -78,7 +78,9 @@ def warm_up() -> None:
     """Load the compiled scanner now (from numba's cache, or compile it once). Called before
     workers are forked, so they share the machine code instead of each loading it."""
     if available() and not _loaded:
-        scan_trace(bytearray(_TINY))
+        scanned = scan_trace(bytearray(_TINY))
+        if scanned is not None:
+            build_columns(scanned)
         _loaded.append(True)
 
 
@@ -98,12 +100,24 @@ def available() -> bool:
     return _LAYOUT is not None
 
 
-def scan_trace(data: bytes | bytearray) -> tuple[TraceFile, Builder] | None:
-    """The top level and a filled builder; None where the typed path must read the file.
+@dataclass
+class Scanned:
+    """What the scanner read from one file: arrays and decoded strings, no reference left to
+    the JSON bytes (the caller frees them before the columns are built)."""
 
-    Holds no reference to ``data`` when it returns, so the caller can free the JSON before
-    the columns are sorted.
-    """
+    top: TraceFile
+    n_events: int
+    phases: npt.NDArray[np.uint8]
+    i64: _I64
+    i32: npt.NDArray[np.int32]
+    slow_rows: list[list[int]]
+    slow_values: list[int | None]
+    texts: list[str]
+    meta_events: list[Any]
+
+
+def scan_trace(data: bytes | bytearray) -> Scanned | None:
+    """The scanner's pass over one file; None where the typed path must read it."""
     layout = _LAYOUT
     if layout is None or scan is None or not data.isascii():
         return None
@@ -111,9 +125,13 @@ def scan_trace(data: bytes | bytearray) -> tuple[TraceFile, Builder] | None:
         top_raw = TOP_DECODER.decode(data)  # validates all of the JSON, decodes the top
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    buf = np.frombuffer(top_raw.traceEvents, dtype=np.uint8)
-    if buf.shape[0] < 2 or buf[0] != ord("["):
+    whole = np.frombuffer(data, dtype=np.uint8)
+    whole.flags.writeable = False  # one compiled signature for bytes and bytearray input
+    lo, hi, count = scan.find_top_key(whole, _TRACE_EVENTS)
+    if count != 1 or hi - lo < 2 or whole[lo] != ord("["):
         return None
+    buf = whole[lo:hi]  # a view: the JSON is never copied
+    del whole
     n_i64 = scan.N_FIXED_I64 + len(layout["int_cols"])
     n_i32 = scan.N_FIXED_I32 + len(layout["str_cols"])
     out = scan.scan_events(
@@ -126,7 +144,6 @@ def scan_trace(data: bytes | bytearray) -> tuple[TraceFile, Builder] | None:
         layout["slots"],
         n_i64,
         n_i32,
-        buf.shape[0] // _MIN_EVENT_BYTES,
     )
     status, n_ev, nx, phases, i64, i32, slow, n_slow, metas, n_meta, spans, n_str = out
     del out
@@ -145,17 +162,34 @@ def scan_trace(data: bytes | bytearray) -> tuple[TraceFile, Builder] | None:
         deviceProperties=top_raw.deviceProperties,
         baseTimeNanoseconds=top_raw.baseTimeNanoseconds,
     )
-    del top_raw
+    return Scanned(
+        top,
+        int(n_ev),
+        phases[:n_ev],
+        i64[:, :nx],
+        i32[:, :nx],
+        slow_rows,
+        slow_values,
+        texts,
+        meta_events,
+    )
+
+
+def build_columns(scanned: Scanned) -> tuple[TraceFile, Builder]:
+    """The top level and a builder filled as the typed path fills it (JSON already freed)."""
+    assert scan is not None and _LAYOUT is not None
+    layout = _LAYOUT
+    i64, i32, texts = scanned.i64, scanned.i32, scanned.texts
     builder = Builder()
-    builder.total = int(n_ev)
-    builder.meta_events = meta_events
-    chunk_phases = _count_phases(phases[:n_ev])
-    del phases
+    builder.total = scanned.n_events
+    builder.meta_events = scanned.meta_events
+    chunk_phases = _count_phases(scanned.phases)
     # Column-major: each column is a contiguous view; copies only where rows are dropped.
-    i64, i32 = i64[:, :nx], i32[:, :nx]
-    keep = _times(builder, chunk_phases, i64, i32, slow_rows, slow_values)
+    keep = _times(builder, chunk_phases, i64, i32, scanned.slow_rows, scanned.slow_values)
     if not keep.all():
         i64, i32 = i64[:, keep], i32[:, keep]
+    scanned_top = scanned.top
+    del scanned
     cols: dict[str, npt.NDArray[Any]] = {"start": i64[scan.I_TS], "dur": i64[scan.I_DUR]}
     for k, name in enumerate(layout["int_cols"]):
         cols[name] = i64[scan.N_FIXED_I64 + k]
@@ -164,7 +198,7 @@ def scan_trace(data: bytes | bytearray) -> tuple[TraceFile, Builder] | None:
     evidx = i32[scan.J_EVIDX]
     _pids(builder, cols, i64[scan.I_PID], i64[scan.I_TID], flags, evidx, texts)
     builder.parts.append(cols)
-    return top, builder
+    return scanned_top, builder
 
 
 def _count_phases(phases: npt.NDArray[np.uint8]) -> list[tuple[int, int]]:
@@ -223,7 +257,7 @@ def _strings(
     text_id = np.array([distinct.setdefault(t, len(distinct)) for t in texts] + [0], np.int64)
     where = {"cat": scan.J_CAT, "name": scan.J_NAME}
     where.update({name: scan.N_FIXED_I32 + k for k, name in enumerate(str_cols)})
-    ids = np.stack([text_id[i32[where[c]]] for c in STRING_COLUMNS], axis=1)
+    ids = np.stack([text_id[i32[where[c]]] for c in STRING_COLUMNS], axis=1).astype(np.int32)
     first = scan.first_keys(ids, i32[scan.J_EVIDX], len(distinct), CHUNK_EVENTS)
     first[0] = -1  # "" is id 0 whatever comes first
     seen = np.flatnonzero(first < np.iinfo(np.int64).max)

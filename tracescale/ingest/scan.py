@@ -67,7 +67,6 @@ def scan_events(
     arg_slot: Any,
     n_i64: int,
     n_i32: int,
-    capacity: int,
 ) -> tuple[int, int, int, Any, Any, Any, Any, int, Any, int, Any, int]:
     """Scan the array ``b[lo:hi]`` of trace events.
 
@@ -78,10 +77,11 @@ def scan_events(
     """
     eblob, eoffs, elens = ev_keys
     ablob, aoffs, alens = arg_keys
-    cap = max(capacity, 16)
+    n_guess, x_guess = count_phases(b[lo:hi])
+    cap = x_guess + 16  # rows of complete events; they grow if the guess falls short
     i64 = np.empty((n_i64, cap), dtype=np.int64)  # column-major: columns come out as views
     i32 = np.empty((n_i32, cap), dtype=np.int32)
-    phases = np.empty(cap, dtype=np.uint8)
+    phases = np.empty(n_guess + 16, dtype=np.uint8)
     slow = np.empty((16, 4), dtype=np.int64)
     n_slow = 0
     metas = np.empty((16, 2), dtype=np.int64)
@@ -99,17 +99,18 @@ def scan_events(
     while i < hi:
         if b[i] != 123:
             return fail  # not an object: the typed decoder would reject it
-        if n_ev >= phases.shape[0]:  # phases and rows grow together (n_ev >= nx)
-            new_cap = phases.shape[0] + phases.shape[0] // 2 + 16
+        if n_ev >= phases.shape[0]:
+            gph = np.empty(phases.shape[0] + phases.shape[0] // 2 + 16, dtype=np.uint8)
+            gph[:n_ev] = phases[:n_ev]
+            phases = gph
+        if nx >= i64.shape[1]:
+            new_cap = i64.shape[1] + i64.shape[1] // 2 + 16
             g64 = np.empty((n_i64, new_cap), dtype=np.int64)
             g64[:, :nx] = i64[:, :nx]
             i64 = g64
             g32 = np.empty((n_i32, new_cap), dtype=np.int32)
             g32[:, :nx] = i32[:, :nx]
             i32 = g32
-            gph = np.empty(new_cap, dtype=np.uint8)
-            gph[:n_ev] = phases[:n_ev]
-            phases = gph
         if (n_str + _MAX_NEW_STRINGS) * 2 > table.shape[0]:  # room for this event's strings
             table = rehash(b, spans, n_str, table.shape[0] * 2)
         if n_str + _MAX_NEW_STRINGS > spans.shape[0]:
@@ -301,3 +302,56 @@ def first_keys(ids: Any, evidx: Any, n_ids: int, chunk: int) -> Any:
             if key < out[v]:
                 out[v] = key
     return out
+
+
+@njit(cache=True, nogil=True)
+def count_phases(b: Any) -> tuple[int, int]:
+    """How many ``"ph"`` keys the bytes hold, and how many of them say ``"X"``: the rows to
+    allocate (a quote inside a JSON string is escaped, so only keys, and at worst a few
+    ``"ph"`` values, match)."""
+    n = nx = 0
+    end = b.shape[0]
+    for i in range(end - 3):
+        if b[i] == 34 and b[i + 1] == 112 and b[i + 2] == 104 and b[i + 3] == 34:
+            n += 1
+            j = skip_ws(b, i + 4, end)
+            if j < end and b[j] == 58:
+                j = skip_ws(b, j + 1, end)
+                if j + 2 < end and b[j] == 34 and b[j + 1] == 88 and b[j + 2] == 34:
+                    nx += 1
+    return n, nx
+
+
+@njit(cache=True, nogil=True)
+def find_top_key(b: Any, key: Any) -> tuple[int, int, int]:
+    """Where the value of ``key`` in the top-level object starts and ends, and how many times
+    the key occurs (-1, -1, 0 when the top level is no object or lacks it)."""
+    n = b.shape[0]
+    i = skip_ws(b, 0, n)
+    if i >= n or b[i] != 123:
+        return -1, -1, 0
+    i = skip_ws(b, i + 1, n)
+    start = end = -1
+    count = 0
+    while i < n and b[i] == 34:
+        ke, esc = string_end(b, i, n)
+        if ke < 0:
+            return -1, -1, 0
+        same = not esc and ke - i - 2 == key.shape[0]
+        if same:
+            for j in range(key.shape[0]):
+                if b[i + 1 + j] != key[j]:
+                    same = False
+                    break
+        i = skip_ws(b, ke, n)
+        i = skip_ws(b, i + 1, n)  # after ':'
+        e = skip_value(b, i, n)
+        if e < 0:
+            return -1, -1, 0
+        if same:
+            count += 1
+            start, end = i, e
+        i = skip_ws(b, e, n)
+        if i < n and b[i] == 44:
+            i = skip_ws(b, i + 1, n)
+    return start, end, count

@@ -82,9 +82,9 @@ class TraceFile(msgspec.Struct):
 
 
 class TopLevel(msgspec.Struct):
-    """Top level with ``traceEvents`` as one raw (validated, undecoded) value: the scanner's."""
+    """The top level without ``traceEvents`` (validated and skipped, never copied): the
+    scanner's first pass; it finds the events' bytes itself."""
 
-    traceEvents: msgspec.Raw = NO_RAW
     schemaVersion: Union[int, None] = None  # noqa: UP007
     distributedInfo: Union[DistInfo, None] = None  # noqa: UP007
     deviceProperties: list[Device] = []
