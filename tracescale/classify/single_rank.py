@@ -52,19 +52,24 @@ def single_rank_ranges(group: Sequence[RankResult]) -> dict[int, pd.DataFrame]:
     allowed = np.where(is_op, 0.0, _MUCH_SMALLER * top)
     hit = (top > floor) & (second <= allowed)
     names = per.index.get_level_values("name").to_numpy()
-    steady: set[tuple[str, int]] = set()
-    for name in np.unique(names[hit]):
-        rows = names == name
-        for rank in np.unique(owner[hit & rows]):
-            if (hit & rows & (owner == rank)).sum() * 2 >= rows.sum():
-                steady.add((str(name), int(rank)))
-    out: dict[int, pd.DataFrame] = {}
-    for (step, name), rank in zip(per.index[hit], owner[hit], strict=True):
-        if (str(name), int(rank)) not in steady:
-            continue
-        rows_df = ann[(ann["rank"] == rank) & (ann["step"] == step) & (ann["name"] == name)]
-        out[int(rank)] = pd.concat([out.get(int(rank), rows_df.iloc[:0]), rows_df])
-    return out
+    steps = per.index.get_level_values("step").to_numpy()
+    # Steady (name, rank) pairs: the rank owns the name in at least half the steps it appears.
+    hit_names, hit_owner, hit_steps = names[hit], owner[hit], steps[hit]
+    owned = (
+        pd.Series(1, index=pd.MultiIndex.from_arrays([hit_names, hit_owner]))
+        .groupby(level=[0, 1])
+        .size()
+    )
+    appears = pd.Series(names).value_counts()
+    need = appears.reindex(owned.index.get_level_values(0)).to_numpy()
+    steady = owned.index[owned.to_numpy() * 2 >= need]
+    keep = pd.MultiIndex.from_arrays([hit_names, hit_owner]).isin(steady)
+    wanted = pd.MultiIndex.from_arrays([hit_owner[keep], hit_steps[keep], hit_names[keep]])
+    chosen = ann[pd.MultiIndex.from_frame(ann[["rank", "step", "name"]]).isin(wanted)]
+    return {
+        int(rank): rows.sort_values(["step", "name"], kind="mergesort")
+        for rank, rows in chosen.groupby("rank", sort=True)
+    }
 
 
 def apply_single_rank(group: Sequence[RankResult]) -> tuple[list[RankResult], list[str]]:
