@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import re
 from collections import defaultdict
@@ -182,6 +183,10 @@ def _check_against_report(study: tracescale.Study, files: list[tuple[Path, int]]
             by_step[e["args"]["step"]][e["name"]] += e["dur"]
             waits += "cause" in e["args"]
         assert steps
+        for track in (cats, steps):  # one thread each: slices in sequence, never overlapping
+            ends = [(e["ts"], e["ts"] + e["dur"]) for e in sorted(track, key=lambda e: e["ts"])]
+            assert all(b[0] >= a[1] - 1e-3 for a, b in itertools.pairwise(ends))
+            assert all(isinstance(e["pid"], int) and isinstance(e["tid"], int) for e in track)
         for s in steps:
             n = s["args"]["step"]
             inside = [e for e in cats if e["args"]["step"] == n]
