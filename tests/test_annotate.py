@@ -13,6 +13,7 @@ import itertools
 import json
 import re
 from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def _events(path: Path) -> list[dict[str, Any]]:
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    doc = json.loads(data)
+    doc = json.loads(data, parse_float=Decimal)  # exact: epoch-µs ts need 16+ digits
     events: list[dict[str, Any]] = doc["traceEvents"] if isinstance(doc, dict) else doc
     return events
 
@@ -99,7 +100,7 @@ def test_a_wait_takes_the_late_ranks_category_instant_by_instant(tmp_path: Path)
     assert wait["collective"] == "allreduce" and wait["wait_for_rank"] == 1
     assert wait["step"] == 1 and "allreduce" in wait["why"]
     assert len(steps) == 1 and (steps[0]["ts"], steps[0]["dur"]) == (0.0, 5000.0)
-    assert steps[0]["args"]["breakdown_s"] == pytest.approx(
+    assert {c: float(v) for c, v in steps[0]["args"]["breakdown_s"].items()} == pytest.approx(
         {"compute": 2e-3, "dataloader": 1e-3, "communication": 1e-3, "idle": 1e-3}
         | {c: 0.0 for c in ("memcpy", "sync", "reduction", "host")},
         abs=1e-12,
@@ -161,6 +162,11 @@ def _files(out: Path) -> list[Path]:
     return files
 
 
+def _ns(us: Decimal) -> int:
+    """Microseconds as written (exact decimal) -> integer nanoseconds."""
+    return int(us * 1000)
+
+
 def _check_against_report(study: tracescale.Study, files: list[tuple[Path, int]]) -> int:
     """Every step's category slices add up to the step, and per category to the report's own
     per-step numbers, within 1 µs; returns how many slices are waits given a cause."""
@@ -177,26 +183,26 @@ def _check_against_report(study: tracescale.Study, files: list[tuple[Path, int]]
         title = names["process_name"]["name"]
         assert title.startswith("tracescale attribution (rank")
         rank = int(title.rsplit(" ", 1)[1].rstrip(")"))
-        by_step: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        by_step: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for e in cats:
             assert e["name"] in CATEGORIES and e["dur"] > 0
-            by_step[e["args"]["step"]][e["name"]] += e["dur"]
+            by_step[e["args"]["step"]][e["name"]] += _ns(e["dur"])
             waits += "cause" in e["args"]
         assert steps
         for track in (cats, steps):  # one thread each: slices in sequence, never overlapping
-            ends = [(e["ts"], e["ts"] + e["dur"]) for e in sorted(track, key=lambda e: e["ts"])]
-            assert all(b[0] >= a[1] - 1e-3 for a, b in itertools.pairwise(ends))
+            ends = [(_ns(e["ts"]), _ns(e["ts"] + e["dur"])) for e in track]
+            assert all(b[0] >= a[1] for a, b in itertools.pairwise(sorted(ends)))
             assert all(isinstance(e["pid"], int) and isinstance(e["tid"], int) for e in track)
         for s in steps:
             n = s["args"]["step"]
             inside = [e for e in cats if e["args"]["step"] == n]
-            end = s["ts"] + s["dur"] + 1e-3
-            assert all(s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= end for e in inside)
-            assert sum(by_step[n].values()) == pytest.approx(s["dur"], abs=1.0)  # within 1 µs
+            lo, hi = _ns(s["ts"]), _ns(s["ts"] + s["dur"])
+            assert all(lo <= _ns(e["ts"]) and _ns(e["ts"] + e["dur"]) <= hi for e in inside)
+            assert abs(sum(by_step[n].values()) - (hi - lo)) <= 1000  # within 1 µs
             row = rows[(world_size, rank, n)]
             for c in CATEGORIES:  # the report's own per-step numbers, in µs
-                assert by_step[n][c] == pytest.approx(row[c] * 1e6, abs=1.0), (f, n, c)
-                assert s["args"]["breakdown_s"][c] == pytest.approx(row[c], abs=1e-9)
+                assert by_step[n][c] == pytest.approx(row[c] * 1e9, abs=1000), (f, n, c)
+                assert float(s["args"]["breakdown_s"][c]) == pytest.approx(row[c], abs=1e-9)
     return waits
 
 
