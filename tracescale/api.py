@@ -12,7 +12,6 @@ import pandas as pd
 
 from tracescale import frames
 from tracescale.errors import UsageError
-from tracescale.pipeline import analyze as _analyze_pipeline
 from tracescale.study import Study, is_study_document
 from tracescale.study import load as _load_study
 
@@ -34,6 +33,8 @@ def analyze(
 
     ``options`` go to the map stage (``cache_dir``, ``no_cache``, ``scheduler``, ``progress``).
     """
+    from tracescale.pipeline import analyze as _analyze_pipeline  # scaling: scipy
+
     return _analyze_pipeline(
         os.fspath(path),
         mode=mode,

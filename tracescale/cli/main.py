@@ -9,6 +9,7 @@ subcommand, because error messages tell the user to "rerun with --debug" and the
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from typing import Any
 
@@ -28,6 +29,22 @@ _SUBCOMMANDS = {
     "annotate": "tracescale.cli.annotate",
 }
 
+#: Each subcommand's one-line summary, so ``tracescale --help`` lists them without importing
+#: them (and pandas, scipy, numba behind them); a test holds these equal to the commands' own.
+SUMMARIES = {
+    "inspect": "What the traces under PATH contain: ranks, steps, GPUs, collectives, warnings.",
+    "analyze": "Where each step's time goes and how far the job scales, for the traces under PATH.",
+    "report": "Render a study saved with `analyze --format json -o study.json`.",
+    "compare": "Compare BEFORE and AFTER (trace folders or saved study JSON), run by run.",
+    "simulate": "Write PyTorch Profiler (Kineto) traces of a simulated data-parallel training job"
+    " at several GPU counts, one .pt.trace.json.gz per rank in OUT/ws{N}/, plus OUT/truth.json"
+    " with the exact time per category per step, the serial fraction and the true speedup at"
+    " any N.",
+    "sweep": "Profile SCRIPT under torchrun at each --nproc count into OUT/ws{N}/.",
+    "annotate": "Write a copy of each rank file under PATH with two added tracks for trace"
+    " viewers.",
+}
+
 EPILOG = """Exit codes: 0 ok; 1 regression found by compare --fail-on-regression;
 2 usage error; 3 invalid input; 4 no traces found; 5 output not written (missing folder,
 full disk, read-only, permission); 70 internal error (a bug); 130 interrupted."""
@@ -35,6 +52,22 @@ full disk, read-only, permission); 70 internal error (a bug); 130 interrupted.""
 
 class _LazyGroup(click.Group):
     """Imports a subcommand's module only when it runs, so `tracescale --help` stays fast."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from :data:`SUMMARIES`: listing imports no subcommand."""
+        names = sorted(
+            name
+            for name in _SUBCOMMANDS
+            if importlib.util.find_spec(_SUBCOMMANDS[name]) is not None
+        )
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [
+            (n, click.utils.make_default_short_help(SUMMARIES.get(n, ""), limit)) for n in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(name for name in _SUBCOMMANDS if self.get_command(ctx, name) is not None)
