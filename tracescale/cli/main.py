@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import click
+from click.utils import make_default_short_help
 
 from tracescale import __version__
 from tracescale.cli.settings import HELP_OPTIONS
@@ -63,9 +64,7 @@ class _LazyGroup(click.Group):
         if not names:
             return
         limit = formatter.width - 6 - max(len(n) for n in names)
-        rows = [
-            (n, click.utils.make_default_short_help(SUMMARIES.get(n, ""), limit)) for n in names
-        ]
+        rows = [(n, make_default_short_help(SUMMARIES.get(n, ""), limit)) for n in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
