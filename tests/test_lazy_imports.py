@@ -44,7 +44,7 @@ def test_summaries_are_the_commands_own(name: str, limit: int) -> None:
 
     command = getattr(importlib.import_module(_SUBCOMMANDS[name]), name)
     want = command.get_short_help_str(limit)
-    assert click.utils.make_default_short_help(SUMMARIES[name], limit) == want
+    assert click.Command(None, help=SUMMARIES[name]).get_short_help_str(limit) == want
 
 
 def test_report_and_small_analyze_skip_scipy_or_numba(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 import click
-from click.utils import make_default_short_help
 
 from tracescale import __version__
 from tracescale.cli.settings import HELP_OPTIONS
@@ -51,6 +50,11 @@ EPILOG = """Exit codes: 0 ok; 1 regression found by compare --fail-on-regression
 full disk, read-only, permission); 70 internal error (a bug); 130 interrupted."""
 
 
+def _short_help(summary: str, limit: int) -> str:
+    """The summary cut as click cuts a command's help for the command list."""
+    return click.Command(None, help=summary).get_short_help_str(limit)
+
+
 class _LazyGroup(click.Group):
     """Imports a subcommand's module only when it runs, so `tracescale --help` stays fast."""
 
@@ -64,7 +68,7 @@ class _LazyGroup(click.Group):
         if not names:
             return
         limit = formatter.width - 6 - max(len(n) for n in names)
-        rows = [(n, make_default_short_help(SUMMARIES.get(n, ""), limit)) for n in names]
+        rows = [(n, _short_help(SUMMARIES.get(n, ""), limit)) for n in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
