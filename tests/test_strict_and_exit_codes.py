@@ -244,3 +244,19 @@ def test_simulate_into_an_unwritable_place_is_exit_5(tmp_path, capsys):
     code, _, err = _cli(capsys, *argv)
     assert code == 5 and "cannot write" in err
     _one_line_error(err, blocker)
+
+
+@pytest.mark.parametrize(
+    ("toml", "code", "message"),
+    [
+        (b'[[run]]\nworld_size = 2\npath = "missing"\n', 4, "no such file or folder"),
+        (b'[[run]]\nworld_size = 2\npath = "pipe"\n', 3, "cannot list"),
+        (b'[[run]]\nworld_size = 0\npath = "x"\n', 2, "world_size must be >= 1"),
+        (b"\xff\xfe[[run]]", 2, "cannot read tracescale.toml"),
+    ],
+)
+def test_tracescale_toml_problems(tmp_path, capsys, toml, code, message):
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "tracescale.toml").write_bytes(toml)
+    got, _, err = _cli(capsys, "inspect", str(tmp_path))
+    assert got == code and message in err and err.count("\n") == 1

@@ -94,6 +94,10 @@ def _trace_files(folder: str) -> tuple[list[str], list[str]]:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except PermissionError as exc:
         raise InvalidTraceError("permission denied", path=folder) from exc
+    except FileNotFoundError as exc:
+        raise NoTracesError("no such file or folder", path=folder) from exc
+    except OSError as exc:  # not a folder (a FIFO named in tracescale.toml), I/O error
+        raise InvalidTraceError(f"cannot list: {exc.strerror or exc}", path=folder) from exc
     files, dirs = [], []
     for e in entries:
         try:
