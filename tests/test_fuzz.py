@@ -1,4 +1,5 @@
-"""Fuzzing: mutated real (small) traces load into a valid RankTrace or raise InvalidTraceError.
+"""Fuzzing: mutated real (small) traces load (and pass the plausibility checks) into a valid
+RankTrace or raise InvalidTraceError.
 
 Bounded examples keep the whole file well under a minute. Crashes found here become named
 regression tests in test_bad_inputs.py / test_numbers.py.
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracescale.errors import InvalidTraceError
-from tracescale.ingest import load_trace
+from tracescale.ingest.group import load_checked
 from tracescale.ingest.steps import find_steps
 
 _SHARED = Path(__file__).parents[1].parent / "shared" / "traces" / "hta"
@@ -94,7 +95,7 @@ def mutated(draw):
 
 def _check(path: Path) -> None:
     try:
-        t = load_trace(str(path))
+        t = load_checked(str(path))  # decode + plausibility, as workers and inspect do
     except InvalidTraceError as exc:
         assert str(exc).startswith(str(path)) and "\n" not in str(exc)
         return
