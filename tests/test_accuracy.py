@@ -1,4 +1,4 @@
-"""The analyzer recovers the simulator's truth (issues 3-5): the end-to-end accuracy contract."""
+"""The analyzer recovers the simulator's truth: the end-to-end accuracy contract."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad-input corpus (issue 8): each file gets its documented one-line outcome.
+"""Bad-input corpus: each file gets its documented one-line outcome.
 
 Malformed files raise InvalidTraceError (exit 3) naming the file; malformed events inside a good
 file are skipped and counted. Files are built here, not committed, so each case is readable.

@@ -1,4 +1,4 @@
-"""Discovery on temporary folder trees: every layout of issue 2 and each error."""
+"""Discovery on temporary folder trees: every documented study layout and each error."""
 
 from __future__ import annotations
 

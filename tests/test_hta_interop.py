@@ -29,7 +29,7 @@ from tracescale.hta_interop import (
     to_hta_frames,
 )
 
-REL_TOL = 0.001  # the bar: the same breakdown within 0.1% (of the step time)
+REL_TOL = 0.001  # the agreement bar: the same breakdown within 0.1% (of the step time)
 
 
 def _hta() -> Any:

@@ -1,8 +1,8 @@
 """Per-rank attribution: one trace -> a compact per-step result (the map side of map/reduce).
 
 GPU traces: the device (all streams) is the critical resource; when it idles, the main host
-thread says why. CPU-only traces: the main thread is the critical resource. The rules are
-those of issue 4; each one is a layer below, in priority order.
+thread says why. CPU-only traces: the main thread is the critical resource. The attribution
+rules are the layers below, in priority order.
 """
 
 from __future__ import annotations

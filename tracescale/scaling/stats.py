@@ -2,7 +2,8 @@
 
 A run is held as a dense ``[rank, step, column]`` array so a bootstrap replicate is just a
 pair of multinomial weight vectors (ranks, steps): no frame is copied per replicate.
-Run-level value = mean over ranks of each rank's mean per step (the issue's definition).
+Run-level value = mean over ranks of each rank's mean per step: every rank counts equally,
+however many steps it recorded.
 """
 
 from __future__ import annotations
