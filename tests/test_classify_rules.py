@@ -1,4 +1,4 @@
-"""One mini trace per attribution rule (the layers of classify/rank.py), with exact expected seconds."""
+"""One mini trace per attribution rule (the layers of classify/rank.py), exact seconds."""
 
 from __future__ import annotations
 
