@@ -74,6 +74,21 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             if w and key == "projections":
                 warnings.append(w)
     targets = [int(p["world_size"]) for p in scaling.get("projections", [])]
+    overheads = scaling.setdefault("overheads", [])
+    for p in scaling.get("projections", []):
+        sec = float(p.get("rank_to_rank_variability_s", 0.0))
+        if sec > 1e-9:
+            n = int(p["world_size"])
+            overheads.append(
+                {
+                    "world_size": n,
+                    "category": "communication",
+                    "source": "rank-to-rank variability",
+                    "seconds": sec,
+                    "text": f"at N={n}, waiting for the slowest rank (rank-to-rank "
+                    f"variability) adds {sec * 1e3:.3g} ms per step",
+                }
+            )
     tw = tier_warning(study, targets)
     if tw:
         warnings.append(tw)

@@ -57,8 +57,11 @@ class ReplayStudy:
     warnings: tuple[str, ...]
     #: |projected - measured| / measured at the largest N, projecting from the runs below it
     validation_error: float = 0.0
+    _points: dict[tuple[int, int], ReplayPoint] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     _tails: dict[int, Tail | None] = field(default_factory=dict, compare=False, repr=False)
-    _cache: dict[tuple[int, int, float, float], tuple[float, float]] = field(
+    _cache: dict[tuple[int, int, float, float], tuple[float, float, float]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -67,7 +70,12 @@ class ReplayStudy:
         return self.runs[-1]
 
     def durations(
-        self, n: int, alt: bool = False, infinite: bool = False, comm_alt: bool = False
+        self,
+        n: int,
+        alt: bool = False,
+        infinite: bool = False,
+        comm_alt: bool = False,
+        tail_alt: bool = False,
     ) -> tuple[F64, float]:
         """Node durations (seconds) of the base graph at world size ``n``; variability per step."""
         base = self.base
@@ -96,7 +104,11 @@ class ReplayStudy:
                 t = tr * model_n / model_ref if model_ref > 0 else model_n
                 w = float(row.wait)
                 if int(row.group) > 1 and int(row.position) in base.offsets:
-                    shrink, grow = self._wait_terms(int(row.position), n, host_scale, dev_scale)
+                    shrink, grow, grow_tail = self._wait_terms(
+                        int(row.position), n, host_scale, dev_scale
+                    )
+                    if tail_alt:
+                        grow = grow_tail
                     if alt:  # the other reading: the whole spread is jitter of the device work
                         shrink = dev_scale
                     w = max(w * shrink + grow, 0.0)
@@ -121,8 +133,9 @@ class ReplayStudy:
 
     def _wait_terms(
         self, position: int, n: int, host_scale: float, dev_scale: float
-    ) -> tuple[float, float]:
-        """(factor on the measured wait, added growth) at one position for ``n`` ranks.
+    ) -> tuple[float, float, float]:
+        """(factor on the measured wait, added growth, growth from the empirical draws alone)
+        at one position for ``n`` ranks.
 
         The spread of arrivals scales with the work that causes it; the expected slowest of
         ``n`` ranks grows over that of the measured ``N_max``.
@@ -141,12 +154,25 @@ class ReplayStudy:
         spread0 = expected_max(unscaled, pool.rank, ref) - float(np.mean(unscaled))
         spread1 = expected_max(scaled, pool.rank, ref) - float(np.mean(scaled))
         shrink = spread1 / spread0 if spread0 > 1e-12 else 1.0
-        # The tail enters only through the growth beyond N_max, on both ends alike.
-        grow = expected_max(scaled, pool.rank, n, tail) - expected_max(scaled, pool.rank, ref, tail)
-        self._cache[key] = (shrink, grow)
-        return shrink, grow
+        # The point estimate extrapolates the upper tail beyond the largest draw (fitted,
+        # shape capped); the empirical distribution alone is the other end of the interval.
+        empirical = expected_max(scaled, pool.rank, n) - expected_max(scaled, pool.rank, ref)
+        grow = empirical
+        if tail is not None:
+            grow = expected_max(scaled, pool.rank, n, tail) - expected_max(
+                scaled, pool.rank, ref, tail
+            )
+        self._cache[key] = (shrink, grow, empirical)
+        return shrink, grow, empirical
 
     def project(self, n: int, seed: int = 0) -> ReplayPoint:
+        """Projected step at ``n`` ranks with its interval (cached: the curve repeats targets)."""
+        got = self._points.get((n, seed))
+        if got is None:
+            got = self._points[(n, seed)] = self._project(n, seed)
+        return got
+
+    def _project(self, n: int, seed: int) -> ReplayPoint:
         dur, var = self.durations(n)
         kept = self.base.kept
         steps = replay(self.base.graph, dur).step_time[kept]
@@ -165,8 +191,11 @@ class ReplayStudy:
         # of the same method projecting the next-largest run to the largest (at least 1%).
         per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
         u = per_doubling * doublings
-        lo = min(float(lo), t_alt, t_comm, t / (1 + u), t)
-        hi = max(float(hi), t_alt, t_comm, t * (1 + u), t)
+        t_tail = float(
+            np.mean(replay(self.base.graph, self.durations(n, tail_alt=True)[0]).step_time[kept])
+        )
+        lo = min(float(lo), t_alt, t_comm, t_tail, t / (1 + u), t)
+        hi = max(float(hi), t_alt, t_comm, t_tail, t * (1 + u), t)
         return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
 
     def _cv_share(self) -> float:
