@@ -240,7 +240,7 @@ def test_colour_and_width_follow_the_terminal(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setenv("TERM", "dumb")
     assert not wants_color(_Tty())
-    assert terminal_width(io.StringIO()) == 100
+    assert terminal_width(io.StringIO()) == 120
     monkeypatch.setenv("COLUMNS", "80")
     assert terminal_width(io.StringIO()) == 80
 

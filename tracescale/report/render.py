@@ -61,7 +61,7 @@ def render(doc: dict[str, Any], fmt: str, *, width: int | None = None, color: bo
     """An analyze (study) document in one of :data:`FORMATS`.
 
     ``width`` and ``color`` shape the terminal table only (default: the terminal's width,
-    or 100 columns off a terminal; no colour); the other formats do not depend on them.
+    or 120 columns off a terminal; no colour); the other formats do not depend on them.
     """
     _check(fmt)
     if fmt == "json":

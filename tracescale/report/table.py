@@ -24,7 +24,7 @@ from rich.text import Text
 
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
 
-DEFAULT_WIDTH = 100  # files, pipes and notebooks: no terminal to ask
+DEFAULT_WIDTH = 120  # files, pipes and notebooks: no terminal to ask
 MIN_WIDTH = 30
 
 _STYLE_TITLE = "bold cyan"
