@@ -1,0 +1,284 @@
+"""Independent Kineto studies with exact truth: training patterns -> rank trace files + truth.json.
+
+The traces follow what PyTorch 2.x + NCCL write (ProfilerStep#N, cpu_op / user_annotation /
+cuda_runtime / kernel / gpu_memcpy, record_param_comms with Collective name, In/Out msg nelems,
+Group size, dtype, Process Group Name, distributedInfo with pg_config, deviceProperties), with
+choices the package's own simulator does not make: other stream ids, bf16, ``all_gather_into_tensor``
+and ``_allgather_base`` spellings, both NCCL kernel spellings, no GPU-side sync events (stream
+waits only as host ``cudaEventRecord`` / ``cudaStreamWaitEvent``), non-power-of-two world sizes,
+gamma noise on every duration and per-host clock skew. Truth: the mean step time of this
+scheduler run at the target N with the same noise, over many steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .sched import Net, Sched, protocol
+
+COMPUTE = 7
+COMM = 52  # NCCL stream of the default group
+COMM2 = 61  # NCCL stream of a second process group
+BF16 = 2
+
+GEMM_BIG = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
+GEMM_SMALL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+GELU = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#1}::operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#1}::operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2>)"
+ADAM = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, float, float, float, float*, float*, float*>(at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, float, float, float, float*, float*, float*)"
+SMALL = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16)#1}> >(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16)#1}>)"
+
+STEMS = {"allreduce": "AllReduce", "allgather": "AllGather", "reduce_scatter": "ReduceScatter",
+         "broadcast": "Broadcast"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """What one study runs; times in seconds at N = 1, bytes per bf16 tensor."""
+
+    name: str
+    sizes: tuple[int, ...]
+    targets: tuple[int, ...]
+    layers: int = 8
+    fwd: float = 2.0e-3  # GEMM time of one layer's forward at N=1 (strong scaling: / N)
+    floor: float = 6e-6  # per-kernel time that does not shrink
+    layer_bytes: float = 48e6  # parameters of one layer
+    act_bytes: float = 8e6  # activations AllReduced per layer (tensor parallel)
+    buckets: tuple[float, ...] = (50e6, 50e6, 40e6, 25e6, 10e6, 2e6)
+    optimizer: float = 1.5e-3
+    load: float = 0.6e-3
+    tail: float = 0.0  # scale of the heavy-tailed (Lomax) data-loading delay
+    tail_shape: float = 2.2
+    accumulate: int = 1  # AllReduce on every k-th step only
+    small_kernels: int = 0  # launch-bound: this many tiny kernels per step
+    small_gpu: float = 60e-6  # GPU time of one tiny kernel at N=1
+    bcast_bytes: float = 0.0  # a tiny Broadcast each step
+    net: Net = field(default_factory=Net)
+    legacy_names: bool = False  # ncclKernel_..._Sum_bf16 instead of ncclDevKernel_...
+    skew: float = 0.0  # clock offset per host (s, uniform +-)
+    steps: int = 6
+    truth_steps: int = 40
+
+
+def nccl_kernel(coll: str, nbytes: float, legacy: bool) -> str:
+    proto, _ = protocol(nbytes)
+    stem = STEMS[coll]
+    sig = "(ncclDevComm*, unsigned long, ncclWork*)"
+    if legacy:
+        return f"ncclKernel_{stem}_RING_{proto}_Sum_bf16{sig}"
+    if coll in ("allreduce", "reduce_scatter"):
+        return f"ncclDevKernel_{stem}_Sum_bf16_RING_{proto}{sig}"
+    return f"ncclDevKernel_{stem}_RING_{proto}{sig}"
+
+
+def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int | None,
+          pg: str, cname: str) -> None:  # fmt: skip
+    n = s.n
+    nel_full = int(full // BF16)
+    nel_in, nel_out = {
+        "allgather": (nel_full // n, nel_full // n * n),
+        "reduce_scatter": (nel_full // n * n, nel_full // n),
+    }.get(coll, (nel_full, nel_full))
+    args = {"Collective name": cname, "In msg nelems": nel_in, "Out msg nelems": nel_out,
+            "Group size": n, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
+            "Process Group Name": pg, "Process Group Description": "default_pg" if pg == "0"
+            else "tp_group", "Process Group Ranks": str(list(range(n)))}  # fmt: skip
+    ann = {"_allgather_base": "nccl:_all_gather_base", "all_gather_into_tensor":
+           "nccl:all_gather_into_tensor", "reduce_scatter_tensor": "nccl:reduce_scatter_tensor",
+           "allreduce": "nccl:all_reduce", "broadcast": "nccl:broadcast"}[cname]  # fmt: skip
+    c10d = {"allgather": "c10d::_allgather_base_", "reduce_scatter": "c10d::_reduce_scatter_base_",
+            "allreduce": "c10d::allreduce_", "broadcast": "c10d::broadcast_"}[coll]  # fmt: skip
+    s.collective(stream, after, coll, full, n, p.net, nccl_kernel(coll, full, p.legacy_names),
+                 args, c10d, ann)  # fmt: skip
+
+
+def _gemm(s: Sched, p: Pattern, t: float, op: str = "aten::mm") -> None:
+    a = s.op_begin()
+    name = GEMM_BIG if t >= 200e-6 else GEMM_SMALL  # cuBLAS picks another tile when it shrinks
+    s.kernel(COMPUTE, name, t + p.floor, device=0)
+    s.op_end(a, op)
+
+
+def _gelu(s: Sched, p: Pattern, t: float) -> None:
+    a = s.op_begin()
+    s.kernel(COMPUTE, GELU, t + p.floor, device=0)
+    s.op_end(a, "aten::gelu")
+
+
+def one_step(s: Sched, p: Pattern, k: int) -> None:
+    """One training step of pattern p on every rank; k counts steps from 0."""
+    n = s.n
+    a = s.op_begin()
+    load = p.load
+    s.h = s.h + s.jit(load)
+    if p.tail > 0:
+        s.h = s.h + p.tail * s.rng.pareto(p.tail_shape, n)
+    s.op_end(a, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "user_annotation")
+    a = s.op_begin()
+    s.kernel(COMPUTE, "Memcpy HtoD (Pinned -> Device)", 40e-6 / n + 4e-6, cat="gpu_memcpy")
+    s.op_end(a, "aten::copy_")
+    fsdp = p.name.startswith("fsdp")
+    tp = p.name.startswith("tp")
+    g = float(n)
+    for layer in range(p.layers):  # forward
+        if fsdp:
+            _coll(s, p, "allgather", p.layer_bytes, COMM, COMPUTE if layer == 0 else None, "0",
+                  "all_gather_into_tensor")  # fmt: skip
+            s.wait_stream(COMPUTE, COMM)
+        _gemm(s, p, p.fwd / g, "aten::linear")
+        _gelu(s, p, 0.15 * p.fwd / g)
+        if tp:
+            _coll(s, p, "allreduce", p.act_bytes, COMM2, COMPUTE, "1", "allreduce")
+            s.wait_stream(COMPUTE, COMM2)
+    if p.small_kernels:
+        for _ in range(p.small_kernels):
+            a = s.op_begin()
+            s.kernel(COMPUTE, SMALL, p.small_gpu / g + 1.5e-6, device=0)
+            s.op_end(a, "aten::copy_")
+    sync_step = (k + 1) % p.accumulate == 0
+    remaining = list(p.buckets)
+    per_bucket = max(1, p.layers // max(1, len(p.buckets)))
+    for i, layer in enumerate(reversed(range(p.layers))):  # backward
+        a = s.op_begin()
+        if fsdp:
+            _coll(s, p, "allgather", p.layer_bytes, COMM, None, "0", "_allgather_base")
+            s.wait_stream(COMPUTE, COMM)
+        s.kernel(COMPUTE, GEMM_BIG if 2 * p.fwd / g >= 200e-6 else GEMM_SMALL,
+                 2 * p.fwd / g + p.floor, device=0)  # fmt: skip
+        s.op_end(a, "autograd::engine::evaluate_function: AddmmBackward0")
+        if tp:
+            _coll(s, p, "allreduce", p.act_bytes, COMM2, COMPUTE, "1", "allreduce")
+            s.wait_stream(COMPUTE, COMM2)
+        if fsdp and n > 1:
+            _coll(s, p, "reduce_scatter", p.layer_bytes, COMM, COMPUTE, "0", "reduce_scatter_tensor")
+        elif not fsdp and not tp and n > 1 and sync_step and remaining and (i + 1) % per_bucket == 0:
+            _coll(s, p, "allreduce", remaining.pop(0), COMM, COMPUTE, "0", "allreduce")
+    if not fsdp and not tp and n > 1 and sync_step:
+        for b in remaining:
+            _coll(s, p, "allreduce", b, COMM, COMPUTE, "0", "allreduce")
+    if p.bcast_bytes and n > 1:
+        _coll(s, p, "broadcast", p.bcast_bytes, COMM, COMPUTE, "0", "broadcast")
+    a = s.op_begin()
+    s.wait_stream(COMPUTE, COMM)
+    s.op_end(a, "FullyShardedDataParallel._post_backward_final_callback" if fsdp else
+             "torch.distributed.ddp.reducer::finalize_backward")  # fmt: skip
+    if sync_step:
+        a = s.op_begin()
+        opt = p.optimizer / g if fsdp else p.optimizer
+        s.kernel(COMPUTE, ADAM, opt, device=0)
+        s.op_end(a, "Optimizer.step#AdamW.step", "user_annotation")
+    a = s.op_begin()
+    b = s.op_begin()
+    s.kernel(COMPUTE, "Memcpy DtoH (Device -> Pageable)", 3e-6, cat="gpu_memcpy")
+    s.sync(COMPUTE)
+    s.op_end(b, "aten::_local_scalar_dense")
+    s.op_end(a, "aten::item")
+
+
+def run(p: Pattern, n: int, steps: int, seed: int, record: bool) -> tuple[Sched, list[np.ndarray]]:
+    s = Sched(n, np.random.default_rng(seed), record=record)
+    bounds = [s.h.copy()]
+    for k in range(steps):
+        a = s.h.copy()
+        one_step(s, p, k)
+        s.host(3e-6)
+        s.rec("user_annotation", f"ProfilerStep#{k + 2}", "host", a, s.h)
+        s.h = s.h + 2e-6  # the profiler's own bookkeeping between steps
+        bounds.append(s.h.copy())
+    return s, bounds
+
+
+def true_step(p: Pattern, n: int, seed: int) -> float:
+    """Expected step time at n: mean over ranks and many steps (whole accumulation cycles)."""
+    steps = max(p.truth_steps, p.accumulate * 4)
+    steps -= steps % p.accumulate
+    _, b = run(p, n, steps + p.accumulate, seed + 7919 * n, record=False)
+    return float(np.mean(b[-1] - b[p.accumulate]) / steps)
+
+
+def _device_props(count: int) -> list[dict[str, object]]:
+    return [{"id": i, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045477376,
+             "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024, "numSms": 132,
+             "warpSize": 32} for i in range(count)]  # fmt: skip
+
+
+def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
+    s, _ = run(p, n, p.steps, seed + n, record=True)
+    gpn = p.net.gpus_per_node
+    rng = np.random.default_rng(seed * 31 + n)
+    host_skew = rng.uniform(-p.skew, p.skew, (n + gpn - 1) // gpn) if p.skew else np.zeros(n)
+    os.makedirs(folder, exist_ok=True)
+    t0_us = 4_712_000_000_000.0
+    pgs = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
+            "pg_size": n, "ranks": list(range(n))}]  # fmt: skip
+    if p.name.startswith("tp"):
+        pgs.append({"pg_name": "1", "pg_desc": "tp_group", "backend_config": "cuda:nccl",
+                    "pg_size": n, "ranks": list(range(n))})  # fmt: skip
+    for r in range(n):
+        pid = 211_000 + 17 * r
+        dev = r % gpn
+        off = float(host_skew[r // gpn]) if p.skew else 0.0
+        evs: list[dict[str, object]] = [
+            {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python3"}},
+            {"ph": "M", "name": "process_name", "pid": dev, "tid": 0, "args": {"name": f"GPU {dev}"}},
+        ]
+        for e in s.events:
+            ts = round(t0_us + (float(e.start[r]) + off) * 1e6, 3)
+            dur = round((float(e.end[r]) - float(e.start[r])) * 1e6, 3)
+            args = dict(e.args)
+            if e.where == "host":
+                ev = {"ph": "X", "cat": e.cat, "name": e.name, "pid": pid, "tid": pid, "ts": ts,
+                      "dur": dur, "args": args}  # fmt: skip
+            else:
+                args.update({"queued": 0, "device": dev, "context": 1})
+                ev = {"ph": "X", "cat": e.cat, "name": e.name, "pid": dev, "tid": int(e.where),
+                      "ts": ts, "dur": dur, "args": args}  # fmt: skip
+                if e.cat == "gpu_memcpy":
+                    args["bytes"] = 4096
+            evs.append(ev)
+        doc = {"schemaVersion": 1, "deviceProperties": _device_props(gpn),
+               "distributedInfo": {"backend": "nccl", "rank": r, "world_size": n,
+                                   "pg_count": len(pgs), "pg_config": pgs, "nccl_version": "2.20.5"},
+               "record_shapes": 0, "traceEvents": evs, "traceName": f"node{r // gpn}_{pid}.json",
+               "displayTimeUnit": "ms", "baseTimeNanoseconds": 1_700_000_000_000_000_000}  # fmt: skip
+        name = f"node{r // gpn}_{pid}.{1733000000000 + r}.pt.trace.json"
+        with open(os.path.join(folder, name), "w") as fh:
+            json.dump(doc, fh)
+
+
+def build_study(p: Pattern, out: str, seed: int = 1) -> dict[str, object]:
+    """Write ``out/<N>gpus/`` runs and ``out/truth.json``; returns the truth."""
+    for n in p.sizes:
+        write_run(p, n, os.path.join(out, f"{n}gpus"), seed)
+    base = min(p.sizes)
+    steps = {n: true_step(p, n, seed) for n in (*p.sizes, *p.targets)}
+    truth = {"pattern": p.name, "step_time": {str(n): t for n, t in steps.items()},
+             "speedup": {str(n): steps[base] / t for n, t in steps.items()}}  # fmt: skip
+    with open(os.path.join(out, "truth.json"), "w") as fh:
+        json.dump(truth, fh, indent=1)
+    return truth
+
+
+def _p(name: str, sizes: tuple[int, ...], **kw: object) -> Pattern:
+    top = max(sizes)
+    return replace(Pattern(name, sizes, (2 * top, 4 * top, 8 * top)), **kw)  # type: ignore[arg-type]
+
+
+PATTERNS: dict[str, Callable[[], Pattern]] = {
+    "fsdp": lambda: _p("fsdp", (1, 2, 4, 8), layer_bytes=60e6, fwd=4e-3),
+    "multinode": lambda: _p("multinode", (1, 2, 4, 8, 16), skew=2e-3, legacy_names=True,
+                            net=Net(alpha=6e-6, bandwidth=150e9, inter_alpha=30e-6,
+                                    inter_bandwidth=25e9, flat=False), fwd=6e-3),
+    "tp": lambda: _p("tp", (1, 2, 4, 8), fwd=3e-3, act_bytes=16e6, skew=0.5e-3),
+    "grad_accum": lambda: _p("grad_accum", (1, 3, 6), accumulate=4, steps=8, fwd=1.5e-3),
+    "heavy_tail": lambda: _p("heavy_tail", (1, 2, 4, 8), tail=2e-3, steps=10, fwd=2e-3,
+                             truth_steps=400),
+    "launch_bound": lambda: _p("launch_bound", (1, 2, 4, 8), small_kernels=2000, steps=3,
+                               layers=2, fwd=0.5e-3, buckets=(4e6,), truth_steps=8),
+    "comm_types": lambda: _p("comm_types", (1, 2, 4, 8), bcast_bytes=4096, legacy_names=True,
+                             buckets=(100e6,), net=Net(alpha=5e-6, bcast_alpha=300e-6)),
+}

@@ -1,0 +1,191 @@
+"""An event-level scheduler for SPMD training steps, written apart from ``tracescale.simulate``.
+
+Why a second one: projections must hold for studies built without this repository's
+conventions. This scheduler shares no code, stream ids, kernel spellings, argument
+conventions, collective cost model or noise shape with the package's simulator. All ranks
+advance in lockstep as numpy vectors (one entry per rank); a collective ends on every rank of
+its process group at the latest arrival plus its transfer, so the step time of N ranks (and
+its truth at any N) comes from the schedule itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Vec = np.ndarray
+
+
+@dataclass(frozen=True)
+class Net:
+    """Per-hop latency (s) and bandwidth (B/s) inside a node and across nodes."""
+
+    alpha: float = 8e-6
+    bandwidth: float = 150e9
+    inter_alpha: float = 25e-6
+    inter_bandwidth: float = 25e9
+    gpus_per_node: int = 8
+    flat: bool = True  # one tier whatever the group size
+    bcast_alpha: float | None = None  # per-hop latency of Broadcast when it differs
+
+    def tier(self, group: int) -> tuple[float, float]:
+        if self.flat or group <= self.gpus_per_node:
+            return self.alpha, self.bandwidth
+        return self.inter_alpha, self.inter_bandwidth
+
+
+PROTO = (("LL", 1 << 16, 0.35), ("LL128", 1 << 23, 0.85), ("SIMPLE", math.inf, 0.95))
+
+
+def protocol(nbytes: float) -> tuple[str, float]:
+    for name, bound, eff in PROTO:
+        if nbytes < bound:
+            return name, eff
+    raise AssertionError("unreachable")
+
+
+def transfer_time(net: Net, coll: str, full_bytes: float, n: int) -> float:
+    """Ring cost of one collective over n ranks once all arrived (seconds)."""
+    if n <= 1:
+        return 2e-6  # a local copy kernel
+    alpha, bw = net.tier(n)
+    _, eff = protocol(full_bytes)
+    bw *= eff
+    if coll == "allreduce":
+        return 2 * (n - 1) * alpha + 2 * (n - 1) / n * full_bytes / bw
+    if coll == "broadcast":
+        a = net.bcast_alpha if net.bcast_alpha is not None else alpha
+        return (n - 1) * a + full_bytes / bw
+    return (n - 1) * alpha + (n - 1) / n * full_bytes / bw
+
+
+@dataclass
+class Ev:
+    """One recorded complete event for every rank (vectors of start/end in seconds)."""
+
+    cat: str
+    name: str
+    where: str  # "host" or a stream id as str
+    start: Vec
+    end: Vec
+    args: dict[str, Any]
+
+
+@dataclass
+class Sched:
+    n: int
+    rng: np.random.Generator
+    noise: float = 0.04
+    record: bool = True
+    launch: float = 4.5e-6
+    events: list[Ev] = field(default_factory=list)
+    corr: int = 1000
+    ext: int = 1
+    h: Vec = field(init=False)
+    free: dict[int, Vec] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.h = np.zeros(self.n)
+
+    # ---- primitives -------------------------------------------------------------------
+    def jit(self, t: float) -> Vec:
+        """t with multiplicative gamma noise per rank (mean exactly t)."""
+        if self.noise <= 0 or t <= 0:
+            return np.full(self.n, t)
+        k = 1.0 / self.noise**2
+        return t * self.rng.gamma(k, 1.0 / k, self.n)
+
+    def stream(self, s: int) -> Vec:
+        return self.free.setdefault(s, np.zeros(self.n))
+
+    def rec(self, cat: str, name: str, where: str, a: Vec, b: Vec, **args: Any) -> None:
+        if self.record:
+            self.events.append(Ev(cat, name, where, a.copy(), b.copy(), args))
+
+    def host(self, dt: float) -> None:
+        self.h = self.h + self.jit(dt)
+
+    def op_begin(self) -> Vec:
+        start = self.h.copy()
+        self.host(1.5e-6)
+        return start
+
+    def op_end(self, start: Vec, name: str, cat: str = "cpu_op", **args: Any) -> None:
+        self.host(1.0e-6)
+        self.ext += 1
+        self.rec(cat, name, "host", start, self.h, **{"External id": self.ext}, **args)
+
+    def runtime(self, name: str, dt: float = 2e-6, **args: Any) -> int:
+        self.corr += 1
+        a = self.h.copy()
+        self.host(dt)
+        self.rec("cuda_runtime", name, "host", a, self.h, correlation=self.corr,
+                 **{"External id": self.ext, "cbid": _CBID.get(name, 0)}, **args)  # fmt: skip
+        return self.corr
+
+    def kernel(self, s: int, name: str, gpu: float, cat: str = "kernel", **args: Any) -> None:
+        corr = self.runtime("cudaLaunchKernel" if cat == "kernel" else "cudaMemcpyAsync",
+                            self.launch)  # fmt: skip
+        a = np.maximum(self.stream(s), self.h)
+        b = a + self.jit(gpu)
+        self.free[s] = b
+        self.rec(cat, name, str(s), a, b, correlation=corr, stream=s, **args)
+
+    def wait_stream(self, waiter: int, producer: int) -> None:
+        """cudaEventRecord on producer + cudaStreamWaitEvent on waiter (host calls only)."""
+        done = self.stream(producer).copy()
+        self.runtime("cudaEventRecord", 1.5e-6)
+        self.runtime("cudaStreamWaitEvent", 1.2e-6)
+        self.free[waiter] = np.maximum(self.stream(waiter), done)
+
+    def sync(self, s: int, name: str = "cudaStreamSynchronize") -> None:
+        self.corr += 1
+        a = self.h.copy()
+        self.h = np.maximum(self.h + 2e-6, self.stream(s) + 3e-6)
+        self.rec("cuda_runtime", name, "host", a, self.h, correlation=self.corr,
+                 **{"External id": self.ext, "cbid": _CBID.get(name, 0)})  # fmt: skip
+
+    def collective(
+        self,
+        stream: int,
+        after: int | None,
+        coll: str,
+        full_bytes: float,
+        group: int,
+        net: Net,
+        kernel: str,
+        args: dict[str, Any],
+        c10d: str,
+        annotation: str,
+    ) -> None:
+        """A collective over consecutive groups of ``group`` ranks on ``stream``."""
+        start = self.op_begin()
+        rpc = self.op_begin()
+        if after is not None:
+            self.wait_stream(stream, after)
+        ann = self.op_begin()
+        corr = self.runtime("cudaLaunchKernel", self.launch)
+        arrive = np.maximum(self.stream(stream), self.h)
+        t = transfer_time(net, coll, full_bytes, group) * float(
+            self.rng.gamma(400.0, 1 / 400.0) if self.noise > 0 else 1.0
+        )
+        last = arrive.reshape(-1, group).max(axis=1).repeat(group)
+        end = last + t
+        self.free[stream] = end
+        self.rec("kernel", kernel, str(stream), arrive, end, correlation=corr, stream=stream, **args)
+        self.op_end(ann, annotation, cat="user_annotation")
+        self.op_end(rpc, "record_param_comms", **args)
+        self.op_end(start, c10d)
+
+
+_CBID = {
+    "cudaLaunchKernel": 211,
+    "cudaMemcpyAsync": 41,
+    "cudaStreamSynchronize": 131,
+    "cudaDeviceSynchronize": 165,
+    "cudaEventRecord": 135,
+    "cudaStreamWaitEvent": 147,
+}
