@@ -114,6 +114,20 @@ def test_host_collective(tmp_path: Path, name: str) -> None:
     expect(classify(t, tmp_path).steps, compute=100, communication=300, host=100, idle=500)
 
 
+@pytest.mark.parametrize("stream_wait", [True, False])
+def test_stream_wait_op_is_no_host_collective(tmp_path: Path, stream_wait: bool) -> None:
+    """DDP's end-of-backward join makes the compute stream wait for NCCL (cudaStreamWaitEvent)
+    and returns at once: it is not a blocking host collective; without the wait it would be."""
+    t = base(rank=0, world_size=2).nccl(100, 300, launch=50)
+    t.host("torch.distributed.ddp.reducer::finalize_backward", 450, 10)
+    if stream_wait:
+        t.runtime("cudaEventRecord", 451, 1).runtime("cudaStreamWaitEvent", 453, 1)
+    t.kernel("k", 460, 400)
+    r = classify(t, tmp_path)
+    kinds = r.collectives["collective"].tolist()
+    assert kinds == (["allreduce"] if stream_wait else ["allreduce", "other"])
+
+
 def test_other_host_and_untraced(tmp_path: Path) -> None:
     t = base().host("aten::empty", 0, 250).kernel("k", 300, 100, launch=100)
     t.host("python_glue", 600, 100, cat="python_function")

@@ -3,11 +3,11 @@
 The traces follow what PyTorch 2.x + NCCL write (ProfilerStep#N, cpu_op / user_annotation /
 cuda_runtime / kernel / gpu_memcpy, record_param_comms with Collective name, In/Out msg nelems,
 Group size, dtype, Process Group Name, distributedInfo with pg_config, deviceProperties), with
-choices the package's own simulator does not make: other stream ids, bf16, ``all_gather_into_tensor``
-and ``_allgather_base`` spellings, both NCCL kernel spellings, no GPU-side sync events (stream
-waits only as host ``cudaEventRecord`` / ``cudaStreamWaitEvent``), non-power-of-two world sizes,
-gamma noise on every duration and per-host clock skew. Truth: the mean step time of this
-scheduler run at the target N with the same noise, over many steps.
+choices the package's own simulator does not make: other stream ids, bf16,
+``all_gather_into_tensor`` and ``_allgather_base`` spellings, both NCCL kernel spellings, no
+GPU-side sync events (stream waits only as host ``cudaEventRecord`` / ``cudaStreamWaitEvent``),
+non-power-of-two world sizes, gamma noise on every duration and per-host clock skew. Truth: the
+mean step time of this scheduler run at the target N with the same noise, over many steps.
 """
 
 from __future__ import annotations
@@ -26,11 +26,39 @@ COMM = 52  # NCCL stream of the default group
 COMM2 = 61  # NCCL stream of a second process group
 BF16 = 2
 
-GEMM_BIG = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
-GEMM_SMALL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
-GELU = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#1}::operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#1}::operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2>)"
-ADAM = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, float, float, float, float*, float*, float*>(at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, float, float, float, float*, float*, float*)"
-SMALL = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16)#1}> >(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16)#1}>)"
+GEMM_BIG = (
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execu"
+    "te_segment_k_off_kernel__5x_cublas"
+)
+GEMM_SMALL = (
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroupsize1x1x1_execut"
+    "e_segment_k_off_kernel__5x_cublas"
+)
+GELU = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at:"
+    ":TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lamb"
+    "da()#1}::operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2> "
+    ">(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)"
+    "::{lambda()#2}::operator()() const::{lambda()#1}::operator()() const::{lambda(c10::B"
+    "Float16)#1}, at::detail::Array<char*, 2>)"
+)
+ADAM = (
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anony"
+    "mous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdam"
+    "MathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, "
+    "float, float, float, float*, float*, float*>(at::native::(anonymous namespace)::Tens"
+    "orListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFlo"
+    "at16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, float, float, float, "
+    "float*, float*, float*)"
+)
+SMALL = (
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::n"
+    "ative::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+    "const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16)#1}> >(int, at::nativ"
+    "e::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase"
+    "&)::{lambda()#3}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10:"
+    ":BFloat16)#1}>)"
+)
 
 STEMS = {"allreduce": "AllReduce", "allgather": "AllGather", "reduce_scatter": "ReduceScatter",
          "broadcast": "Broadcast"}  # fmt: skip
@@ -62,6 +90,9 @@ class Pattern:
     skew: float = 0.0  # clock offset per host (s, uniform +-)
     steps: int = 6
     truth_steps: int = 40
+    #: trace clock origin (ns); at ~4.7e15 ns a float ts in us holds only ~2 ns, as in traces
+    #: whose ts counts from boot in microseconds
+    t0_ns: int = 1_812_345_678_000
 
 
 def nccl_kernel(coll: str, nbytes: float, legacy: bool) -> str:
@@ -142,7 +173,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
     sync_step = (k + 1) % p.accumulate == 0
     remaining = list(p.buckets)
     per_bucket = max(1, p.layers // max(1, len(p.buckets)))
-    for i, layer in enumerate(reversed(range(p.layers))):  # backward
+    for i in range(p.layers):  # backward, last layer first
         a = s.op_begin()
         if fsdp:
             _coll(s, p, "allgather", p.layer_bytes, COMM, None, "0", "_allgather_base")
@@ -154,8 +185,12 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
             _coll(s, p, "allreduce", p.act_bytes, COMM2, COMPUTE, "1", "allreduce")
             s.wait_stream(COMPUTE, COMM2)
         if fsdp and n > 1:
-            _coll(s, p, "reduce_scatter", p.layer_bytes, COMM, COMPUTE, "0", "reduce_scatter_tensor")
-        elif not fsdp and not tp and n > 1 and sync_step and remaining and (i + 1) % per_bucket == 0:
+            _coll(
+                s, p, "reduce_scatter", p.layer_bytes, COMM, COMPUTE, "0", "reduce_scatter_tensor"
+            )
+        elif (
+            not fsdp and not tp and n > 1 and sync_step and remaining and (i + 1) % per_bucket == 0
+        ):
             _coll(s, p, "allreduce", remaining.pop(0), COMM, COMPUTE, "0", "allreduce")
     if not fsdp and not tp and n > 1 and sync_step:
         for b in remaining:
@@ -212,7 +247,7 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
     rng = np.random.default_rng(seed * 31 + n)
     host_skew = rng.uniform(-p.skew, p.skew, (n + gpn - 1) // gpn) if p.skew else np.zeros(n)
     os.makedirs(folder, exist_ok=True)
-    t0_us = 4_712_000_000_000.0
+    t0_ns = p.t0_ns
     pgs = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
             "pg_size": n, "ranks": list(range(n))}]  # fmt: skip
     if p.name.startswith("tp"):
@@ -224,11 +259,18 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
         off = float(host_skew[r // gpn]) if p.skew else 0.0
         evs: list[dict[str, object]] = [
             {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python3"}},
-            {"ph": "M", "name": "process_name", "pid": dev, "tid": 0, "args": {"name": f"GPU {dev}"}},
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": dev,
+                "tid": 0,
+                "args": {"name": f"GPU {dev}"},
+            },
         ]
         for e in s.events:
-            ts = round(t0_us + (float(e.start[r]) + off) * 1e6, 3)
-            dur = round((float(e.end[r]) - float(e.start[r])) * 1e6, 3)
+            a_ns = t0_ns + round((float(e.start[r]) + off) * 1e9)
+            ts = a_ns / 1000
+            dur = (t0_ns + round((float(e.end[r]) + off) * 1e9) - a_ns) / 1000
             args = dict(e.args)
             if e.where == "host":
                 ev = {"ph": "X", "cat": e.cat, "name": e.name, "pid": pid, "tid": pid, "ts": ts,
@@ -240,11 +282,12 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
                 if e.cat == "gpu_memcpy":
                     args["bytes"] = 4096
             evs.append(ev)
+        dist = {"backend": "nccl", "rank": r, "world_size": n, "pg_count": len(pgs),
+                "pg_config": pgs, "nccl_version": "2.20.5"}  # fmt: skip
         doc = {"schemaVersion": 1, "deviceProperties": _device_props(gpn),
-               "distributedInfo": {"backend": "nccl", "rank": r, "world_size": n,
-                                   "pg_count": len(pgs), "pg_config": pgs, "nccl_version": "2.20.5"},
-               "record_shapes": 0, "traceEvents": evs, "traceName": f"node{r // gpn}_{pid}.json",
-               "displayTimeUnit": "ms", "baseTimeNanoseconds": 1_700_000_000_000_000_000}  # fmt: skip
+               "distributedInfo": dist, "record_shapes": 0, "traceEvents": evs,
+               "traceName": f"node{r // gpn}_{pid}.json", "displayTimeUnit": "ms",
+               "baseTimeNanoseconds": 1_700_000_000_000_000_000}  # fmt: skip
         name = f"node{r // gpn}_{pid}.{1733000000000 + r}.pt.trace.json"
         with open(os.path.join(folder, name), "w") as fh:
             json.dump(doc, fh)
@@ -270,15 +313,35 @@ def _p(name: str, sizes: tuple[int, ...], **kw: object) -> Pattern:
 
 PATTERNS: dict[str, Callable[[], Pattern]] = {
     "fsdp": lambda: _p("fsdp", (1, 2, 4, 8), layer_bytes=60e6, fwd=4e-3),
-    "multinode": lambda: _p("multinode", (1, 2, 4, 8, 16), skew=2e-3, legacy_names=True,
-                            net=Net(alpha=6e-6, bandwidth=150e9, inter_alpha=30e-6,
-                                    inter_bandwidth=25e9, flat=False), fwd=6e-3),
+    "multinode": lambda: _p(
+        "multinode",
+        (1, 2, 4, 8, 16),
+        skew=2e-3,
+        legacy_names=True,
+        net=Net(alpha=6e-6, bandwidth=150e9, inter_alpha=30e-6, inter_bandwidth=25e9, flat=False),
+        fwd=6e-3,
+    ),
     "tp": lambda: _p("tp", (1, 2, 4, 8), fwd=3e-3, act_bytes=16e6, skew=0.5e-3),
     "grad_accum": lambda: _p("grad_accum", (1, 3, 6), accumulate=4, steps=8, fwd=1.5e-3),
-    "heavy_tail": lambda: _p("heavy_tail", (1, 2, 4, 8), tail=2e-3, steps=10, fwd=2e-3,
-                             truth_steps=400),
-    "launch_bound": lambda: _p("launch_bound", (1, 2, 4, 8), small_kernels=2000, steps=3,
-                               layers=2, fwd=0.5e-3, buckets=(4e6,), truth_steps=8),
-    "comm_types": lambda: _p("comm_types", (1, 2, 4, 8), bcast_bytes=4096, legacy_names=True,
-                             buckets=(100e6,), net=Net(alpha=5e-6, bcast_alpha=300e-6)),
+    "heavy_tail": lambda: _p(
+        "heavy_tail", (1, 2, 4, 8), tail=2e-3, steps=10, fwd=2e-3, truth_steps=400
+    ),
+    "launch_bound": lambda: _p(
+        "launch_bound",
+        (1, 2, 4, 8),
+        small_kernels=2000,
+        steps=3,
+        layers=2,
+        fwd=0.5e-3,
+        buckets=(4e6,),
+        truth_steps=8,
+    ),
+    "comm_types": lambda: _p(
+        "comm_types",
+        (1, 2, 4, 8),
+        bcast_bytes=4096,
+        legacy_names=True,
+        buckets=(100e6,),
+        net=Net(alpha=5e-6, bcast_alpha=300e-6),
+    ),
 }

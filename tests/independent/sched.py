@@ -175,7 +175,9 @@ class Sched:
         last = arrive.reshape(-1, group).max(axis=1).repeat(group)
         end = last + t
         self.free[stream] = end
-        self.rec("kernel", kernel, str(stream), arrive, end, correlation=corr, stream=stream, **args)
+        self.rec(
+            "kernel", kernel, str(stream), arrive, end, correlation=corr, stream=stream, **args
+        )
         self.op_end(ann, annotation, cat="user_annotation")
         self.op_end(rpc, "record_param_comms", **args)
         self.op_end(start, c10d)

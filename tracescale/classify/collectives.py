@@ -41,6 +41,7 @@ _DTYPE_BYTES = {
     "short": 2,
     "int16": 2,
 }
+_STREAM_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
 _TYPE_PATTERNS = (
     ("allreduce", re.compile(r"all_?reduce|cross_device_reduce", re.I)),
     ("reducescatter", re.compile(r"reduce_?scatter", re.I)),
@@ -173,6 +174,9 @@ def _blocking_host_collectives(
 
     The host blocks in them (e.g. ``c10d::barrier`` while rank 0 reduces), so they are waits to
     match across ranks like kernels; NCCL calls that enqueue a kernel are represented by it.
+    A call that issues a stream wait (``cudaStreamWaitEvent``: DDP's end-of-backward join, an
+    NCCL ``Work::wait``) makes the *device* wait and returns at once: it is not one of them,
+    and counting it would hide that stream dependency from everything downstream.
     """
     ev = trace.events
     main = (~ev.is_device) & (ev.pid == win.main_pid) & (ev.tid == win.main_tid)
@@ -185,7 +189,10 @@ def _blocking_host_collectives(
     launch_t = np.sort(ev.start[launch])
     s, e = ev.start[cand], ev.start[cand] + ev.dur[cand]
     has_kernel = np.searchsorted(launch_t, e, side="left") > np.searchsorted(launch_t, s, "left")
-    cand = cand[~has_kernel]
+    waits = trace.string_mask(lambda name: name in _STREAM_WAIT_CALLS)
+    wait_t = np.sort(ev.start[main & waits[ev.name]])
+    has_wait = np.searchsorted(wait_t, e, side="left") > np.searchsorted(wait_t, s, "left")
+    cand = cand[~has_kernel & ~has_wait]
     # Keep only outermost calls: a c10d op nested in another collective call is the same wait.
     keep: list[int] = []
     last_end: int | None = None  # times may be negative (a clock behind): no -1 sentinel
