@@ -23,6 +23,8 @@ from tracescale.api import analyze
 #: Small studies (few layers and steps) that keep each case to a few seconds.
 SMALL: dict[str, dict[str, object]] = {
     "fsdp": {"layers": 4, "steps": 4},
+    "comm_types": {"layers": 4, "steps": 4},
+    "multinode": {"layers": 4, "steps": 3},
     "grad_accum": {"layers": 4, "steps": 8},
 }
 
@@ -52,8 +54,8 @@ def test_projection_meets_targets(tmp_path: Path, name: str) -> None:
 def test_truth_matches_the_written_traces(tmp_path: Path) -> None:
     """The truth's step time at a measured N is what the written traces measure (the truth
     and the traces come from one schedule, not two models)."""
-    p = _small("tp")
-    truth = build_study(replace(p, sizes=(1, 2), targets=(4,)), str(tmp_path / "tp"))
+    p = replace(PATTERNS["tp"](), layers=4, steps=4, sizes=(1, 2), targets=(4,))
+    truth = build_study(p, str(tmp_path / "tp"))
     study = analyze(tmp_path / "tp", jobs=1, no_cache=True)
     entry = study.studies[0]
     for run in entry["runs"]:
