@@ -18,7 +18,9 @@ def test_readme_demo_output_is_real() -> None:
     assert block is not None
     shown = [line for line in block.group(1).splitlines() if line.strip() and line != "..."]
     res = CliRunner().invoke(
-        cli, ["analyze", str(ROOT / "sample_traces" / "sim_gpu_strong"), "-j1", "--no-cache"]
+        cli,
+        ["analyze", str(ROOT / "sample_traces" / "sim_gpu_strong"), "-j1", "--no-cache"],
+        env={"COLUMNS": None, "FORCE_COLOR": None},  # what a pipe gets, as pasted
     )
     assert res.exit_code == 0, res.output
     actual = [line.rstrip() for line in res.output.splitlines()]

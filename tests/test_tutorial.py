@@ -26,6 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 TUTORIAL = REPO / "docs" / "tutorial.md"
 ELLIPSIS = "…"
 REL_TOL = 0.01
+#: The pasted output is what a pipe gets (the default width, no colour), whatever the shell that
+#: runs the tests exports.
+AS_A_PIPE = {"COLUMNS": None, "FORCE_COLOR": None}
 _NUM = re.compile(r"[-+±]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
 _BLOCK = re.compile(r"(?:<!-- tutorial: ([^>]*?) -->\s*\n)?```console\n(.*?)```", re.S)
 
@@ -70,7 +73,7 @@ def run_command(line: str, cwd: Path) -> tuple[int, str]:
     old = Path.cwd()
     os.chdir(cwd)
     try:
-        res = CliRunner().invoke(cli, args, catch_exceptions=False)
+        res = CliRunner().invoke(cli, args, catch_exceptions=False, env=AS_A_PIPE)
     finally:
         os.chdir(old)
     return res.exit_code, res.output
