@@ -43,7 +43,7 @@ def find_stragglers(steps: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     cats = [c for c in CATEGORIES if c != "communication"]
     medians = per_rank[[f"own_{c}" for c in cats]].median()
-    ordered = per_rank.sort_values("own", ascending=False)
+    ordered = per_rank.sort_values("own", ascending=False, kind="mergesort")
     for rank, (_, row) in zip(ordered.index.tolist(), ordered.iterrows(), strict=True):
         extra = float(row["own"]) - median_own
         if extra <= threshold:

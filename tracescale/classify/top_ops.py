@@ -151,11 +151,17 @@ def rank_op_seconds(
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _DTYPES.items()})
     raw = pd.concat(frames, ignore_index=True)
     sums = raw.groupby(["step_idx", "category", "name_id"], as_index=False)["seconds"].sum()
-    totals = sums.groupby(["category", "name_id"])["seconds"].sum()
-    keep = totals.groupby(level="category", group_keys=False).nlargest(KEEP_PER_RANK)
-    kept = set(keep.index.tolist())
-    is_kept = [(c, int(i)) in kept for c, i in zip(sums["category"], sums["name_id"], strict=True)]
-    names = np.array(trace.names(sums["name_id"].to_numpy(dtype=np.int32)), dtype=object)
+    # Everything after this works on names, not string ids: ids depend on the file's string
+    # order, and equal times must break ties the same way in any file holding the same events.
+    sums["name"] = trace.names(sums["name_id"].to_numpy(dtype=np.int32))
+    totals = sums.groupby(["category", "name"], as_index=False)["seconds"].sum()
+    totals = totals.sort_values(
+        ["category", "seconds", "name"], ascending=[True, False, True], kind="mergesort"
+    )
+    keep = totals.groupby("category", sort=False).head(KEEP_PER_RANK)
+    kept = set(zip(keep["category"], keep["name"], strict=True))
+    is_kept = [(c, n) in kept for c, n in zip(sums["category"], sums["name"], strict=True)]
+    names = sums["name"].to_numpy(dtype=object)
     names[~np.asarray(is_kept, dtype=np.bool_)] = OTHER
     out = pd.DataFrame(
         {
@@ -165,7 +171,7 @@ def rank_op_seconds(
             "seconds": sums["seconds"].to_numpy(dtype=np.float64),
         }
     )
-    return out.groupby(["step", "category", "name"], as_index=False, sort=False)["seconds"].sum()
+    return out.groupby(["step", "category", "name"], as_index=False)["seconds"].sum()
 
 
 _DTYPES = {"step": "int64", "category": "object", "name": "object", "seconds": "float64"}
@@ -217,7 +223,9 @@ def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:
     if table is None or not len(table):
         return out
     for cat in CATEGORIES:
-        rows = table[table["category"] == cat].sort_values("seconds", ascending=False)
+        rows = table[table["category"] == cat].sort_values(
+            ["seconds", "name"], ascending=[False, True], kind="mergesort"
+        )
         named = rows[rows["name"] != OTHER].head(KEEP_PER_RUN)
         if named.empty:
             continue

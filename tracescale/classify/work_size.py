@@ -74,14 +74,18 @@ def rank_input_sizes(trace: RankTrace, ops: BOOL) -> pd.DataFrame:
     med = frame.groupby(["name_id", "position"]).agg(
         elements=("elements", "median"), calls=("elements", "size")
     )
-    med = med.sort_values("calls", ascending=False).head(MAX_KEYS).reset_index()
+    med = med.reset_index()
+    med["name"] = trace.names(med["name_id"].to_numpy(dtype=np.int32))
+    med = med.sort_values(
+        ["calls", "name", "position"], ascending=[False, True, True], kind="mergesort"
+    ).head(MAX_KEYS)
     return pd.DataFrame(
         {
-            "name": trace.names(med["name_id"].to_numpy(dtype=np.int32)),
+            "name": med["name"].to_numpy(dtype=object),
             "position": med["position"].to_numpy(dtype=np.int64),
             "elements": med["elements"].to_numpy(dtype=np.float64),
         }
-    )
+    ).reset_index(drop=True)
 
 
 def run_input_sizes(tables: Sequence[pd.DataFrame]) -> dict[str, float]:
