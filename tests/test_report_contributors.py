@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from tracescale.report import render
+from tracescale.report.bounds import karp_flatt_cell
 from tracescale.report.contributors import stragglers_section, top_ops_section
-from tracescale.report.sections import karp_flatt_cell, serial_section
+from tracescale.report.sections import serial_section
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LAUNCH = "cudaLaunchKernel"

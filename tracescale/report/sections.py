@@ -10,6 +10,7 @@ from typing import Any
 
 from tracescale.report import fmt
 from tracescale.report.blocks import Block, Section, _d, _l, categories_of, runs_of
+from tracescale.report.bounds import karp_flatt_cell, optimum_note
 from tracescale.report.contributors import stragglers_section, top_ops_section
 
 __all__ = ["Block", "Section", "categories_of", "document_blocks", "runs_of", "study_block"]
@@ -105,25 +106,6 @@ def collectives_section(study: dict[str, Any]) -> Section | None:
     return sec
 
 
-def karp_flatt_cell(point: dict[str, Any], measured_runs: int) -> str:
-    """Karp–Flatt as it can honestly be read: only from two measured runs, bounded, marked.
-
-    Outside [0, 1] the metric is no serial fraction: above one the job got slower than the
-    baseline, below zero it sped up more than N (superlinear); "est." marks a value computed
-    over a modelled one-GPU time rather than a measured one.
-    """
-    v = fmt.num(point.get("karp_flatt"))
-    if v is None or measured_runs < 2:
-        return fmt.DASH
-    if v > 1.0:
-        text = ">1 (slower)"
-    elif v < 0.0:
-        text = "<0 (superlinear)"
-    else:
-        text = fmt.fixed(v)
-    return text + (" (est.)" if point.get("karp_flatt_estimated") else "")
-
-
 def points_section(study: dict[str, Any]) -> Section:
     """Speedup, efficiency and Karp–Flatt per measured world size."""
     sc = _d(study.get("scaling"))
@@ -156,28 +138,6 @@ def points_section(study: dict[str, Any]) -> Section:
     if str(study.get("mode")) == "weak":
         sec.note += " Weak scaling: speedup is throughput speedup."
     return sec
-
-
-def _optimum_note(study: dict[str, Any]) -> str:
-    """The model's best world size, said as measured, extrapolated or assumed as it is."""
-    sc = _d(study.get("scaling"))
-    opt = fmt.num(sc.get("optimal_world_size"))
-    runs = runs_of(study)
-    n_max = fmt.num(runs[-1].get("world_size")) if runs else None
-    weak = str(study.get("mode")) == "weak"
-    if opt is None:
-        what = "throughput keeps rising" if weak else "step time keeps falling"
-        return f"No optimum world size within the model: projected {what} with N."
-    where = fmt.gpus(int(opt))
-    best = "throughput is highest" if weak else "step time is lowest"
-    if len(runs) < 2 or sc.get("assumed"):
-        return f"If the parallel part scales as 1/N (assumed: one run), {best} at {where}."
-    if n_max and opt > 4 * n_max:
-        return (
-            f"The model says {best} at {where}, {opt / n_max:.0f}x beyond the largest measured "
-            "N: an extrapolation."
-        )
-    return f"{best[0].upper()}{best[1:]} at {where}: beyond it, more GPUs do not help."
 
 
 def serial_section(study: dict[str, Any]) -> Section:
@@ -224,7 +184,7 @@ def serial_section(study: dict[str, Any]) -> Section:
     if growing:
         what = ", ".join(dict.fromkeys(growing))
         notes.append(f"Growing with N instead (overheads, not serial fraction): {what}.")
-    notes.append(_optimum_note(study))
+    notes.append(optimum_note(study))
     sec.note = " ".join(notes)
     return sec
 
