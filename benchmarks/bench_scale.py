@@ -213,6 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+class _Rows(dict[str, dict[str, Any]]):
+    """Cases as they finish, also echoed at once (a long run shows progress)."""
+
+    def __setitem__(self, name: str, row: dict[str, Any]) -> None:
+        super().__setitem__(name, row)
+        shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+        print(f"  done: {name}: {shown}", flush=True)
+
+
 def _bench(args: argparse.Namespace, tmp: Path) -> None:
     t0 = time.perf_counter()
     if not (tmp / f"ws{args.ranks}").is_dir():
@@ -234,7 +243,7 @@ def _bench(args: argparse.Namespace, tmp: Path) -> None:
             f"study {p.relative_to(tmp)}: {disk / MB:.0f} MB gz / {raw / MB:.0f} MB JSON, "
             f"largest rank {largest / MB:.1f} MB"
         )
-    print(f"(generated in {gen:.0f} s in {tmp}; best of {args.repeat} per case)")
+    print(f"(generated in {gen:.0f} s in {tmp}; best of {args.repeat} per case)", flush=True)
     cache = str(tmp / "cache")
     shutil.rmtree(cache, ignore_errors=True)
     rep, tout = args.repeat, args.timeout
@@ -243,7 +252,7 @@ def _bench(args: argparse.Namespace, tmp: Path) -> None:
         spec = {"kind": "analyze", "path": str(path), "jobs": jobs, **kw}
         return _run_child(spec, tout, rep)
 
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any]] = _Rows()
     rows["gunzip+orjson, big"] = _run_child({"kind": "orjson", "path": str(big)}, tout, rep)
     rows["big jobs=1 cold"] = analyze(big, 1, no_cache=True)
     rows["big jobs=2 cold"] = analyze(big, 2, no_cache=True)
