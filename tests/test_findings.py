@@ -120,6 +120,15 @@ def test_launch_bound_study_leads_with_host_launch_overhead(launch_bound: dict[s
     assert host_ops[0]["law"]["flagged"]
 
 
+def test_straggler_always_has_a_slot() -> None:
+    study = _fixture("strong")
+    late = {"rank": 5, "extra_s": 0.001, "category": "compute", "own_s": 0.1, "noise_s": 0.0}
+    study["runs"][-1]["stragglers"] = [late]
+    found = top_findings(study, limit=3)
+    assert len(found) == 3 and found[-1]["kind"] == "straggler"
+    assert found[-1]["text"].startswith("Rank 5 is a straggler at 8 GPUs")
+
+
 def test_simulated_straggler_is_named(tmp_path: Path) -> None:
     params = make_params({"layers": 3, "zero_grad_kernels": 4, "straggler_rank": 3})
     simulate([2, 4], tmp_path, steps=3, seed=0, params=params)
