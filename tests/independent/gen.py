@@ -60,6 +60,7 @@ SMALL = (
     ":BFloat16)#1}>)"
 )
 
+_PG_DESC = {"0": "default_pg", "1": "tp_group", "2": "dp_group"}
 STEMS = {"allreduce": "AllReduce", "allgather": "AllGather", "reduce_scatter": "ReduceScatter",
          "broadcast": "Broadcast"}  # fmt: skip
 
@@ -82,6 +83,8 @@ class Pattern:
     tail: float = 0.0  # scale of the heavy-tailed (Lomax) data-loading delay
     tail_shape: float = 2.2
     accumulate: int = 1  # AllReduce on every k-th step only
+    tp_size: int = 0  # hybrid: tensor parallel in consecutive groups of this size, data
+    # parallel (gradient AllReduce) across the groups, over N / tp_size strided ranks
     small_kernels: int = 0  # launch-bound: this many tiny kernels per step
     small_gpu: float = 60e-6  # GPU time of one tiny kernel at N=1
     bcast_bytes: float = 0.0  # a tiny Broadcast each step
@@ -107,8 +110,8 @@ def nccl_kernel(coll: str, nbytes: float, legacy: bool) -> str:
 
 
 def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int | None,
-          pg: str, cname: str) -> None:  # fmt: skip
-    n = s.n
+          pg: str, cname: str, group: int = 0, strided: bool = False) -> None:  # fmt: skip
+    n = group or s.n
     nel_full = int(full // BF16)
     nel_in, nel_out = {
         "allgather": (nel_full // n, nel_full // n * n),
@@ -116,15 +119,15 @@ def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int 
     }.get(coll, (nel_full, nel_full))
     args = {"Collective name": cname, "In msg nelems": nel_in, "Out msg nelems": nel_out,
             "Group size": n, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
-            "Process Group Name": pg, "Process Group Description": "default_pg" if pg == "0"
-            else "tp_group", "Process Group Ranks": str(list(range(n)))}  # fmt: skip
+            "Process Group Name": pg, "Process Group Description": _PG_DESC[pg],
+            "Process Group Ranks": ("strided" if strided else "block", n)}  # fmt: skip
     ann = {"_allgather_base": "nccl:_all_gather_base", "all_gather_into_tensor":
            "nccl:all_gather_into_tensor", "reduce_scatter_tensor": "nccl:reduce_scatter_tensor",
            "allreduce": "nccl:all_reduce", "broadcast": "nccl:broadcast"}[cname]  # fmt: skip
     c10d = {"allgather": "c10d::_allgather_base_", "reduce_scatter": "c10d::_reduce_scatter_base_",
             "allreduce": "c10d::allreduce_", "broadcast": "c10d::broadcast_"}[coll]  # fmt: skip
     s.collective(stream, after, coll, full, n, p.net, nccl_kernel(coll, full, p.legacy_names),
-                 args, c10d, ann)  # fmt: skip
+                 args, c10d, ann, strided)  # fmt: skip
 
 
 def _gemm(s: Sched, p: Pattern, t: float, op: str = "aten::mm") -> None:
@@ -140,6 +143,13 @@ def _gelu(s: Sched, p: Pattern, t: float) -> None:
     s.op_end(a, "aten::gelu")
 
 
+def _dp_allreduce(s: Sched, p: Pattern, nbytes: float, tpg: int, dp: int) -> None:
+    if tpg:  # each rank holds 1/tp_size of the parameters; its DP peers are strided
+        _coll(s, p, "allreduce", nbytes / tpg, COMM, COMPUTE, "2", "allreduce", dp, strided=True)
+    else:
+        _coll(s, p, "allreduce", nbytes, COMM, COMPUTE, "0", "allreduce")
+
+
 def one_step(s: Sched, p: Pattern, k: int) -> None:
     """One training step of pattern p on every rank; k counts steps from 0."""
     n = s.n
@@ -153,7 +163,9 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
     s.kernel(COMPUTE, "Memcpy HtoD (Pinned -> Device)", 40e-6 / n + 4e-6, cat="gpu_memcpy")
     s.op_end(a, "aten::copy_")
     fsdp = p.name.startswith("fsdp")
-    tp = p.name.startswith("tp")
+    tp = p.name.startswith("tp") or p.tp_size > 0
+    tpg = p.tp_size or 0
+    dp = n // tpg if tpg else n  # data-parallel group size
     g = float(n)
     for layer in range(p.layers):  # forward
         if fsdp:
@@ -163,7 +175,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
         _gemm(s, p, p.fwd / g, "aten::linear")
         _gelu(s, p, 0.15 * p.fwd / g)
         if tp:
-            _coll(s, p, "allreduce", p.act_bytes, COMM2, COMPUTE, "1", "allreduce")
+            _coll(s, p, "allreduce", p.act_bytes, COMM2, COMPUTE, "1", "allreduce", tpg)
             s.wait_stream(COMPUTE, COMM2)
     if p.small_kernels:
         for _ in range(p.small_kernels):
@@ -171,6 +183,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
             s.kernel(COMPUTE, SMALL, p.small_gpu / g + 1.5e-6, device=0)
             s.op_end(a, "aten::copy_")
     sync_step = (k + 1) % p.accumulate == 0
+    grads = not fsdp and (not tp or tpg > 0) and dp > 1  # data-parallel gradient AllReduce
     remaining = list(p.buckets)
     per_bucket = max(1, p.layers // max(1, len(p.buckets)))
     for i in range(p.layers):  # backward, last layer first
@@ -182,19 +195,17 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
                  2 * p.fwd / g + p.floor, device=0)  # fmt: skip
         s.op_end(a, "autograd::engine::evaluate_function: AddmmBackward0")
         if tp:
-            _coll(s, p, "allreduce", p.act_bytes, COMM2, COMPUTE, "1", "allreduce")
+            _coll(s, p, "allreduce", p.act_bytes, COMM2, COMPUTE, "1", "allreduce", tpg)
             s.wait_stream(COMPUTE, COMM2)
         if fsdp and n > 1:
             _coll(
                 s, p, "reduce_scatter", p.layer_bytes, COMM, COMPUTE, "0", "reduce_scatter_tensor"
             )
-        elif (
-            not fsdp and not tp and n > 1 and sync_step and remaining and (i + 1) % per_bucket == 0
-        ):
-            _coll(s, p, "allreduce", remaining.pop(0), COMM, COMPUTE, "0", "allreduce")
-    if not fsdp and not tp and n > 1 and sync_step:
+        elif grads and sync_step and remaining and (i + 1) % per_bucket == 0:
+            _dp_allreduce(s, p, remaining.pop(0), tpg, dp)
+    if grads and sync_step:
         for b in remaining:
-            _coll(s, p, "allreduce", b, COMM, COMPUTE, "0", "allreduce")
+            _dp_allreduce(s, p, b, tpg, dp)
     if p.bcast_bytes and n > 1:
         _coll(s, p, "broadcast", p.bcast_bytes, COMM, COMPUTE, "0", "broadcast")
     a = s.op_begin()
@@ -241,6 +252,19 @@ def _device_props(count: int) -> list[dict[str, object]]:
              "warpSize": 32} for i in range(count)]  # fmt: skip
 
 
+def _pg(name: str, ranks: list[int]) -> dict[str, object]:
+    return {"pg_name": name, "pg_desc": _PG_DESC[name], "backend_config": "cuda:nccl",
+            "pg_size": len(ranks), "ranks": ranks}  # fmt: skip
+
+
+def _ranks_text(kind: object, r: int, n: int) -> str:
+    """``Process Group Ranks`` of rank r: its block of consecutive ranks, or its strided set."""
+    how, size = kind  # type: ignore[misc]
+    if how == "strided":
+        return str(list(range(r % (n // size), n, n // size)))
+    return str(list(range(r - r % size, r - r % size + size)))
+
+
 def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
     s, _ = run(p, n, p.steps, seed + n, record=True)
     gpn = p.net.gpus_per_node
@@ -248,12 +272,14 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
     host_skew = rng.uniform(-p.skew, p.skew, (n + gpn - 1) // gpn) if p.skew else np.zeros(n)
     os.makedirs(folder, exist_ok=True)
     t0_ns = p.t0_ns
-    pgs = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-            "pg_size": n, "ranks": list(range(n))}]  # fmt: skip
-    if p.name.startswith("tp"):
-        pgs.append({"pg_name": "1", "pg_desc": "tp_group", "backend_config": "cuda:nccl",
-                    "pg_size": n, "ranks": list(range(n))})  # fmt: skip
     for r in range(n):
+        pgs = [_pg("0", list(range(n)))]
+        if p.tp_size:
+            t = p.tp_size
+            pgs.append(_pg("1", list(range(r - r % t, r - r % t + t))))
+            pgs.append(_pg("2", list(range(r % t, n, t))))
+        elif p.name.startswith("tp"):
+            pgs.append(_pg("1", list(range(n))))
         pid = 211_000 + 17 * r
         dev = r % gpn
         off = float(host_skew[r // gpn]) if p.skew else 0.0
@@ -272,6 +298,8 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
             ts = a_ns / 1000
             dur = (t0_ns + round((float(e.end[r]) + off) * 1e9) - a_ns) / 1000
             args = dict(e.args)
+            if "Process Group Ranks" in args:
+                args["Process Group Ranks"] = _ranks_text(args["Process Group Ranks"], r, n)
             if e.where == "host":
                 ev = {"ph": "X", "cat": e.cat, "name": e.name, "pid": pid, "tid": pid, "ts": ts,
                       "dur": dur, "args": args}  # fmt: skip
@@ -335,6 +363,15 @@ PATTERNS: dict[str, Callable[[], Pattern]] = {
         fwd=0.5e-3,
         buckets=(4e6,),
         truth_steps=8,
+    ),
+    "hybrid": lambda: _p(
+        "hybrid",
+        (2, 4, 8),
+        tp_size=2,
+        fwd=3e-3,
+        act_bytes=4e6,
+        buckets=(200e6, 200e6, 100e6),
+        net=Net(alpha=20e-6, bandwidth=50e9),
     ),
     "comm_types": lambda: _p(
         "comm_types",

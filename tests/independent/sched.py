@@ -160,8 +160,10 @@ class Sched:
         args: dict[str, Any],
         c10d: str,
         annotation: str,
+        strided: bool = False,
     ) -> None:
-        """A collective over consecutive groups of ``group`` ranks on ``stream``."""
+        """A collective over groups of ``group`` ranks on ``stream``: consecutive ranks, or
+        (``strided``) the ranks equal modulo ``n / group`` (data parallel across model shards)."""
         start = self.op_begin()
         rpc = self.op_begin()
         if after is not None:
@@ -172,7 +174,10 @@ class Sched:
         t = transfer_time(net, coll, full_bytes, group) * float(
             self.rng.gamma(400.0, 1 / 400.0) if self.noise > 0 else 1.0
         )
-        last = arrive.reshape(-1, group).max(axis=1).repeat(group)
+        if strided:
+            last = np.tile(arrive.reshape(group, -1).max(axis=0), group)
+        else:
+            last = arrive.reshape(-1, group).max(axis=1).repeat(group)
         end = last + t
         self.free[stream] = end
         self.rec(
