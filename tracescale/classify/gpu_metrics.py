@@ -37,6 +37,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracescale.ingest.steps import StepWindows, launch_step
+from tracescale.ingest.trace import RankTrace
+
 I64 = npt.NDArray[np.int64]
 
 #: "No GPU event" in the time columns: times may be negative (a clock behind), so not -1.
@@ -130,6 +133,27 @@ def gpu_step_measures(
         for name, c in _SUMS:
             cols[f"gpu_{name}_sum_ns"][k] = int(dur[cls[a:b] == c].sum())
     return pd.DataFrame(cols)
+
+
+def add_gpu_columns(
+    steps: pd.DataFrame,
+    trace: RankTrace,
+    win: StepWindows,
+    launched: I64,
+    dev_class: npt.NDArray[np.int8],
+    work: I64,
+) -> None:
+    """Add :data:`GPU_STEP_COLUMNS` to a rank's step table (rows in ``win`` order), in place.
+
+    ``work``: indices of the GPU work events; ``dev_class``: every event's device class;
+    ``launched``: every event's launch time (:func:`~tracescale.ingest.steps.launch_times`).
+    """
+    ev = trace.events
+    step_of = launch_step(trace, win.host_start, win.host_end, launched)[work]
+    ends = ev.start[work] + ev.dur[work]
+    gpu = gpu_step_measures(ev.start[work], ends, dev_class[work], step_of, win.numbers)
+    for col in GPU_STEP_COLUMNS:
+        steps[col] = gpu[col].to_numpy()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.collectives import collective_instances, type_layers
-from tracescale.classify.gpu_metrics import GPU_STEP_COLUMNS, gpu_step_measures
+from tracescale.classify.gpu_metrics import add_gpu_columns
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
 from tracescale.classify.timeline import (
     BOOL,
@@ -29,7 +29,7 @@ from tracescale.classify.timeline import (
 )
 from tracescale.classify.top_ops import rank_op_seconds
 from tracescale.classify.work_size import rank_input_sizes
-from tracescale.ingest.steps import StepWindows, find_steps, launch_step, launch_times
+from tracescale.ingest.steps import StepWindows, find_steps, launch_times
 from tracescale.ingest.trace import RankTrace
 
 _HOST_T = (*HOST_TARGETS, "compute")
@@ -173,11 +173,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     rank_id = rank if rank is not None else (trace.meta.rank if trace.meta.rank is not None else 0)
     steps = _step_table(win, seg_s, seg_e, seg_cat, step_idx, in_step, length, cov, kind, rank_id)
     if len(gpu_work):  # HTA-compatible GPU measures per step, beside the step table
-        step_of = launch_step(trace, win.host_start, win.host_end, launched)[gpu_work]
-        ends = ev.start[gpu_work] + ev.dur[gpu_work]
-        gpu = gpu_step_measures(ev.start[gpu_work], ends, dev_t[gpu_work], step_of, win.numbers)
-        for col in GPU_STEP_COLUMNS:
-            steps[col] = gpu[col].to_numpy()
+        add_gpu_columns(steps, trace, win, launched, dev_t, gpu_work)
     segs = merge_runs(seg_s[in_step], seg_e[in_step], seg_cat[in_step])
     ops = rank_op_seconds(
         trace, masks, kind, seg_s, seg_cat, length, step_idx, in_step, win.numbers
