@@ -12,7 +12,7 @@ import pytest
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.replay.engine import replay
-from tracescale.replay.graph import DEV, SYNC, build_graph
+from tracescale.replay.graph import DEV, SYNC, algo_of, build_graph
 from tracescale.replay.laws import fit_law
 from tracescale.replay.variability import expected_max
 
@@ -127,3 +127,30 @@ def test_laws_pick_the_form_the_data_follow() -> None:
     law = fit_law(n, [2 + 8 / k for k in n])
     assert law.form == "a+b/N"
     assert law.ratio(16, 8) == pytest.approx(2.5 / 3.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        (
+            "ncclDevKernel_AllGather_RING_SIMPLE(ncclDevComm*, unsigned long, ncclWork*)",
+            "RING_SIMPLE",
+        ),
+        (
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL128(ncclDevComm*, unsigned long, ncclWork*)",
+            "RING_LL128",
+        ),
+        ("ncclKernel_AllReduce_RING_SIMPLE_Sum_bf16", "RING_SIMPLE"),
+        (
+            "ncclDevKernel_AllReduce_Sum_f32_TREE_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            "TREE_LL",
+        ),
+        ("ncclDevKernel_ReduceScatter_Sum_f32_NVLS_TREE_SIMPLE", "NVLS_TREE_SIMPLE"),
+        ("ncclDevKernel_AllGather_COLLNET_DIRECT_LL", "COLLNET_DIRECT_LL"),
+        ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", ""),
+        ("ncclDevKernel_Generic_4(ncclDevComm*, unsigned long, ncclWork*)", ""),
+    ],
+)
+def test_algorithm_and_protocol_are_whole_tokens(name: str, label: str) -> None:
+    # The "ll" of AllReduce/AllGather is not the LL protocol; a missing token stays missing.
+    assert algo_of(name) == label

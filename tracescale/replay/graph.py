@@ -56,8 +56,12 @@ _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
 _RECORD_CALLS = frozenset({"cudaEventRecord", "hipEventRecord"})
 _SKIP_DEVICE_CATS = frozenset({"cuda_sync", "gpu_user_annotation"})
 _QUEUED_NS = 1_000  # a kernel starting within 1 us of its stream's previous end was queued
-_ALGO = re.compile(r"(RING|TREE|COLLNET\w*|NVLS\w*|PAT)", re.IGNORECASE)
-_PROTO = re.compile(r"(LL128|LL|SIMPLE)", re.IGNORECASE)
+#: NCCL spells algorithm and protocol as upper-case tokens between underscores (or before the
+#: argument list): anchored and case-sensitive, so the "ll" of "AllReduce" is no protocol.
+_ALGO = re.compile(
+    r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)(?=_|\(|$)"
+)
+_PROTO = re.compile(r"_(LL128|LL|SIMPLE)(?=_|\(|$)")
 _STEP_SUFFIX = re.compile(r"#\d+$")
 
 
@@ -100,7 +104,7 @@ class Graph:
 def algo_of(kernel_name: str) -> str:
     """``RING_LL`` style label from an NCCL kernel name ('' when it carries none)."""
     a, p = _ALGO.search(kernel_name), _PROTO.search(kernel_name)
-    return "_".join(x.group(1).upper() for x in (a, p) if x is not None)
+    return "_".join(x.group(1) for x in (a, p) if x is not None)
 
 
 def _innermost(op_start: I64, op_end: I64, op_name: list[str], query: I64) -> list[str]:
