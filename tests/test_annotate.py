@@ -217,6 +217,14 @@ def _norm(study: tracescale.Study) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
+def test_files_left_out_at_discovery_are_warned_about(tmp_path: Path) -> None:
+    _two_ranks(tmp_path / "run")
+    (tmp_path / "run" / "rank9.pt.trace.json").write_text("")
+    written, warnings = annotate(tmp_path / "run", tmp_path / "out", jobs=1, no_cache=True)
+    assert [w.rank for w in written] == [0, 1]
+    assert [w for w in warnings if "rank9.pt.trace.json" in w and "empty" in w], warnings
+
+
 def test_category_slices_sum_to_each_step(annotated: Path) -> None:
     study = tracescale.analyze(SIM, jobs=1, no_cache=True)
     waits = _check_against_report(study, [(f, int(f.parent.name[2:])) for f in _files(annotated)])

@@ -103,6 +103,7 @@ def annotate(
     warnings = list(map_warnings)
     plan = []
     for spec in specs:
+        warnings += spec.warnings  # files left out at discovery (empty, not a trace)
         for run_spec in spec.runs:
             groups, notes = run_groups(run_spec, results)
             warnings += notes
