@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ingest.py
 	$(BIN)/python benchmarks/bench_ingest.py --large-gb 1
 	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_replay.py
 
 sample-traces:
 	$(MAKE) EXTRAS=dev,capture venv

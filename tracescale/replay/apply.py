@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescale.replay.comm import INTER
-from tracescale.replay.project import ReplayStudy, tier_warning
+from tracescale.replay.project import ReplayStudy, bootstrap_mean, tier_warning
 from tracescale.replay.run import RunReplay
 
 #: Relative difference between the closed form and the replay that is worth a warning.
@@ -61,6 +61,62 @@ def _update(
     return None
 
 
+def _clamp(x: float) -> float:
+    return min(max(x, 0.0), 1.0)
+
+
+def _t1_interval(study: ReplayStudy, t1: float, base_n: int) -> tuple[float, float]:
+    """90% interval of T(1): a bootstrap over the measured one-GPU steps, else the replayed
+    projection's interval at N=1."""
+    first = study.runs[0]
+    if base_n == 1 and first.world_size == 1 and first.kept.any():
+        lo, hi = bootstrap_mean(first.measured[first.kept], 0)
+        return min(lo, t1), max(hi, t1)
+    lo, hi = study.project(1).ci90
+    return min(lo, t1), max(hi, t1)
+
+
+def _headline_serial(
+    scaling: dict[str, Any],
+    t_inf: tuple[float, float, float],
+    t1: tuple[float, float, float],
+) -> str | None:
+    """Make the replay's ``T_inf/T(1)`` the headline serial fraction (strong mode).
+
+    The closed form's per-category constants ``a_c/T(1)`` stay as the explanation, scaled to
+    sum to the headline (their shares of it are the closed form's); the closed form's own total
+    and interval are kept beside it. Returns a warning when the two differ by more than
+    ``DISAGREE``.
+    """
+    sf = scaling["serial_fraction"]
+    closed = sf.get("total")
+    closed_f = float(closed) if closed is not None else None
+    f = _clamp(t_inf[0] / t1[0])
+    lo = _clamp(t_inf[1] / t1[2]) if t1[2] > 0 else 0.0
+    hi = _clamp(t_inf[2] / t1[1]) if t1[1] > 0 else 1.0
+    by = {c: float(v) for c, v in sf.get("by_category", {}).items() if v is not None}
+    parts = sum(by.values())
+    sf["closed_form_total"] = closed_f
+    sf["closed_form_ci90"] = sf.get("ci90")
+    sf["closed_form_by_category"] = dict(sf.get("by_category", {}))
+    sf["total"] = f
+    sf["ci90"] = [min(lo, f), max(hi, f)]
+    sf["by_category"] = {c: v * f / parts for c, v in by.items()} if parts > 0 else by
+    sf["t1_s"] = t1[0]
+    sf["t_inf_s"] = t_inf[0]
+    sf["source"] = "replay"
+    scaling["amdahl_limit"] = 1.0 / f if f > 0 else None
+    if closed_f is not None and (
+        abs(closed_f - f) > DISAGREE * closed_f if closed_f > 0 else f > 0
+    ):
+        return (
+            f"the serial fraction from the closed-form model ({closed_f:.3f}) and from the "
+            f"replay (T_inf/T(1) = {f:.3f}) disagree by more than {DISAGREE:.0%}; the replay "
+            "is reported, the categories are the closed form's shares scaled to it"
+        )
+    return None
+
+
 def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     """Replace projections (and the curve) in ``scaling`` by replayed ones; returns warnings."""
     mode = str(scaling["mode"])
@@ -93,15 +149,23 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     if tw:
         warnings.append(tw)
     t1 = t_base if base_n == 1 else study.project(1).step_time_s
-    t_inf = study.serial_time()
+    t_inf, t_inf_lo, t_inf_hi = study.serial_time_interval()
+    if mode == "strong" and t1 > 0:
+        t1_lo, t1_hi = _t1_interval(study, t1, base_n)
+        sw = _headline_serial(scaling, (t_inf, t_inf_lo, t_inf_hi), (t1, t1_lo, t1_hi))
+        if sw:
+            warnings.append(sw)
+    elif mode != "strong":
+        scaling["serial_fraction"]["source"] = "closed_form"
     comm = study.comm
     scaling["replay"] = {
         "representative_ranks": {str(r.world_size): r.rank for r in study.runs},
         "replay_error": {str(r.world_size): r.replay_error for r in study.runs},
         "base_world_size": study.base.world_size,
         "validation_error": study.validation_error,
-        "serial_fraction": min(max(t_inf / t1, 0.0), 1.0) if t1 > 0 else None,
+        "serial_fraction": _clamp(t_inf / t1) if t1 > 0 else None,
         "t_inf_s": t_inf,
+        "t1_s": t1,
         "laws": {
             form: sum(1 for law in study.laws.values() if law.form == form)
             for form in ("a", "b/N", "a+b/N")

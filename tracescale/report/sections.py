@@ -164,6 +164,13 @@ def serial_section(study: dict[str, Any]) -> Section:
         ]
     )
     notes = []
+    if sf.get("source") == "replay":
+        notes.append(
+            "Total: T∞/T(1) from the replay (parallel work and transfers removed, launch "
+            "floors and waits kept); the closed-form a + b/N model gives "
+            f"{fmt.pct(fmt.num(sf.get('closed_form_total')))}, and the categories are its "
+            "constants scaled to the total."
+        )
     if sf.get("t1_estimated"):
         notes.append("T(1) est.: no one-GPU run; the one-GPU step is the model's estimate.")
     slow = [
