@@ -181,3 +181,19 @@ def test_model_optimum_beyond_four_times_measured_is_labelled() -> None:
     study["scaling"]["optimal_world_size"] = 24
     texts = [f["text"] for f in top_findings(study, limit=10)]
     assert "Step time is lowest at 24 GPUs: beyond it, more GPUs make each step slower" in texts
+
+
+def test_op_shares_name_their_basis_when_it_is_not_the_category_figure() -> None:
+    """Shares of communication on the ranks' own timelines (incl. waits) are not shares of
+    the attributed 1.0 ms: the clause says of what they are."""
+    from tracescale.findings.common import names_clause
+
+    op = {"name": "record_param_comms", "seconds": 0.0028, "share": 0.75, "category_s": 0.0037}
+    run = {"breakdown_s": {"communication": 0.0010}, "top_ops": {"communication": [op]}}
+    clause = names_clause(run, "communication")
+    assert clause == (
+        ", mostly `record_param_comms` (75%) of its 3.7 ms on the ranks' own timelines "
+        "(incl. waits)"
+    )
+    run["breakdown_s"]["communication"] = 0.0036
+    assert names_clause(run, "communication") == ", mostly `record_param_comms` (75%)"

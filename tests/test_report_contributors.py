@@ -25,7 +25,15 @@ def _run(n: int, host_launch: float, kernel: float, stragglers: list[Any]) -> di
         "breakdown_s": {"compute": 0.05, "host": 0.05},
         "per_rank": [{"rank": r} for r in range(n)],
         "top_ops": {
-            "host": [{"name": LAUNCH, "seconds": host_launch, "share": 0.6, "law": {}}],
+            "host": [
+                {
+                    "name": LAUNCH,
+                    "seconds": host_launch,
+                    "share": 0.6,
+                    "category_s": host_launch / 0.6,
+                    "law": {},
+                }
+            ],
             "compute": [{"name": KERNEL, "seconds": kernel, "share": 0.004}],
         },
         "stragglers": stragglers,
@@ -46,8 +54,12 @@ def test_top_ops_rows_show_every_n_share_and_flag() -> None:
     sec = top_ops_section(_study())
     assert sec is not None
     assert sec.headers == ["Category", "Op / kernel", "N=2", "N=4", "Share", "Law across N"]
-    # The kernel is under 1% of compute: not listed, so compute has no row.
-    assert sec.rows == [["Host overhead", LAUNCH, "1.0 ms", "4.0 ms", "60%", "grows ~N^2.00 (!)"]]
+    # The kernel is under 1% of compute: not listed, so compute has no row. The category's
+    # own-timeline total, the basis of the shares, is printed above its ops at every N.
+    assert sec.rows == [
+        ["Host overhead", "(whole, own timelines)", "1.7 ms", "6.7 ms", "100%", ""],
+        ["", LAUNCH, "1.0 ms", "4.0 ms", "60%", "grows ~N^2.00 (!)"],
+    ]
     assert "(!): does not shrink with N." in sec.note
 
 

@@ -58,8 +58,9 @@ def test_run_table_and_laws() -> None:
     top = run_top_ops(table)
     assert top["host"][0]["share"] == pytest.approx(0.5)
     assert top["compute"][0]["share"] == 1.0  # capped: never more than the category
-    # Work only rank 0 does: its seconds are per step of the rank that runs it, its share is
-    # of the category over both ranks.
+    # Work only rank 0 does: its seconds are the mean over both ranks (the category's basis),
+    # so seconds never exceed the category and share = seconds / category; the seconds on the
+    # rank that runs it are kept for its law.
     only_rank0 = pd.DataFrame(
         {
             "step": [1, 2],
@@ -69,9 +70,11 @@ def test_run_table_and_laws() -> None:
         }
     )
     empty = only_rank0.iloc[0:0]
-    table = run_op_table([only_rank0, empty], rank_steps=4, category_s={"reduction": 0.002})
+    table = run_op_table([only_rank0, empty], rank_steps=4, category_s={"reduction": 0.003})
     row = table.set_index(["category", "name"]).loc[("reduction", "reduce")]
-    assert (row["seconds"], row["ranks"], row["share"]) == pytest.approx((0.004, 1, 1.0))
+    assert (row["seconds"], row["ranks"], row["share"]) == pytest.approx((0.002, 1, 2 / 3))
+    assert (row["seconds_on_its_ranks"], row["category_s"]) == pytest.approx((0.004, 0.003))
+    assert row["seconds"] <= row["category_s"]
     runs = [
         {
             "world_size": n,
@@ -82,7 +85,15 @@ def test_run_table_and_laws() -> None:
         }
         for n in (1, 2, 4)
     ]
+    # A rank-0-only op: its all-rank mean falls as 1/N, its own rank's time does not.
+    for run in runs:
+        n = run["world_size"]
+        run["top_ops"]["reduction"] = [
+            {"name": "reduce", "seconds": 0.004 / n, "seconds_on_its_ranks": 0.004}
+        ]
     attach_laws(runs, "strong")
+    red_law = runs[0]["top_ops"]["reduction"][0]["law"]
+    assert (red_law["form"], red_law["flagged"]) == ("flat", True)
     host_law = runs[0]["top_ops"]["host"][0]["law"]
     comp_law = runs[0]["top_ops"]["compute"][0]["law"]
     assert (host_law["form"], host_law["flagged"]) == ("flat", True)

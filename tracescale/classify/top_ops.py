@@ -182,39 +182,57 @@ def run_op_table(
 ) -> pd.DataFrame:
     """Per run: mean seconds per step of each (category, name), with the spread over steps.
 
-    Columns: category, name, seconds (mean per step over the ranks that ran it: work only
-    rank 0 does is 4 ms per step at every N, not 4/N ms "per rank"), ranks (how many ranks ran
-    it), share (its part of the category's time summed over all ranks' own timelines,
-    ``category_s`` per rank-step, before cross-rank cause attribution moved waits elsewhere: an
-    op owns time on its own rank), step_sd (standard deviation over steps), steps.
+    Columns: category, name, seconds (mean per step over *all* ranks of the run, the same
+    basis as the category's own figure, so an op never exceeds its category), ranks (how many
+    ranks ran it), seconds_on_its_ranks (mean per step over the ranks that ran it: work only
+    rank 0 does stays 4 ms at every N, which is what its scaling law is fitted on), category_s
+    (the category's time per rank-step on the ranks' own timelines, before cross-rank cause
+    attribution moved waits elsewhere: an op owns time on its own rank), share (seconds /
+    category_s), step_sd (standard deviation over steps of the all-rank mean), steps.
     """
-    cols = ["category", "name", "seconds", "ranks", "share", "step_sd", "steps"]
+    cols = list(RUN_OP_COLUMNS)
     frames = [t.assign(rank_pos=i) for i, t in enumerate(tables) if len(t)]
     if not frames or rank_steps <= 0:
         return pd.DataFrame(columns=cols)
     allt = pd.concat(frames, ignore_index=True)
     nsteps = max(int(allt["step"].nunique()), 1)
-    steps_per_rank = rank_steps / max(len(tables), 1)
+    nranks = max(len(tables), 1)
+    steps_per_rank = rank_steps / nranks
     key = ["category", "name"]
     summed = allt.groupby(key)["seconds"].sum()
     ranks = allt.groupby(key)["rank_pos"].nunique()
     per_step = allt.groupby([*key, "step"])["seconds"].sum()
-    wide = per_step.unstack("step", fill_value=0.0).div(ranks, axis=0)
+    wide = per_step.unstack("step", fill_value=0.0) / nranks
     sd = wide.std(axis=1, ddof=1) if wide.shape[1] > 1 else wide.sum(axis=1) * 0.0
     out = pd.DataFrame(
         {
-            "seconds": summed / (ranks * steps_per_rank),
+            "seconds": summed / rank_steps,
             "ranks": ranks,
+            "seconds_on_its_ranks": summed / (ranks * steps_per_rank),
             "step_sd": sd.reindex(summed.index).fillna(0.0),
         }
     )
     out["steps"] = nsteps
     out = out.reset_index()
-    whole = out["category"].map(lambda c: float(category_s.get(str(c), 0.0)))
-    mean_all = summed.to_numpy() / rank_steps
-    out["share"] = np.where(whole > 0, mean_all / whole.where(whole > 0, 1.0), 0.0)
-    out["share"] = out["share"].clip(upper=1.0)
+    out["category_s"] = out["category"].map(lambda c: float(category_s.get(str(c), 0.0)))
+    whole = out["category_s"]
+    share = np.where(whole > 0, out["seconds"] / whole.where(whole > 0, 1.0), 0.0)
+    out["share"] = np.clip(share, 0.0, 1.0)
     return out[cols]
+
+
+#: Columns of :func:`run_op_table` (``RunBreakdown.ops``).
+RUN_OP_COLUMNS = (
+    "category",
+    "name",
+    "seconds",
+    "ranks",
+    "seconds_on_its_ranks",
+    "category_s",
+    "share",
+    "step_sd",
+    "steps",
+)
 
 
 def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:
@@ -234,6 +252,8 @@ def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:
                 "name": str(r.name),
                 "seconds": float(r.seconds),
                 "ranks": int(r.ranks),
+                "seconds_on_its_ranks": float(r.seconds_on_its_ranks),
+                "category_s": float(r.category_s),
                 "share": float(r.share),
                 "step_sd_s": float(r.step_sd),
                 "steps": int(r.steps),
@@ -267,6 +287,8 @@ def attach_laws(runs: list[dict[str, Any]], mode: str) -> None:
     """Give every ``top_ops`` entry of every run its law across the runs (in place).
 
     A name absent from a run counts as absent (not zero) there: the law uses the runs it is in.
+    The law is fitted on the seconds of the ranks that run the name, so work only rank 0 does
+    is not seen to shrink as 1/N merely because the all-rank mean divides it by N.
     Strong scaling flags names that do not shrink; weak scaling flags names that grow.
     """
     seen: dict[tuple[str, str], dict[float, float]] = {}
@@ -274,7 +296,8 @@ def attach_laws(runs: list[dict[str, Any]], mode: str) -> None:
         n = float(run.get("world_size") or 0)
         for cat, entries in (run.get("top_ops") or {}).items():
             for e in entries:
-                seen.setdefault((cat, e["name"]), {})[n] = float(e["seconds"])
+                own = e.get("seconds_on_its_ranks", e["seconds"])
+                seen.setdefault((cat, e["name"]), {})[n] = float(own)
     for run in runs:
         for cat, entries in (run.get("top_ops") or {}).items():
             for e in entries:

@@ -69,13 +69,35 @@ def cat_label(run: dict[str, Any], cat: str) -> str:
     return label(cat)
 
 
+def own_basis(run: dict[str, Any], cat: str) -> float:
+    """The category's seconds per rank-step on the ranks' own timelines: what op shares are of."""
+    for e in top_ops(run, cat):
+        v = num(e.get("category_s"))
+        if v:
+            return v
+    return 0.0
+
+
+def basis_clause(run: dict[str, Any], cat: str, lead: str = " of its ") -> str:
+    """' of its 3.7 ms on the ranks' own timelines (incl. waits)' when op shares are of a
+    different quantity than the category figure (cause attribution moved waits), else ''."""
+    own, attributed = own_basis(run, cat), cat_time(run, cat)
+    if own <= 0 or abs(own - attributed) <= 0.1 * max(own, attributed):
+        return ""
+    why = "incl. waits" if own > attributed else "without the waits it causes on other ranks"
+    where = f" of {label(cat).lower()}" if lead == "the " else ""
+    return f"{lead}{secs(own)}{where} on the ranks' own timelines ({why})"
+
+
 def names_clause(run: dict[str, Any], cat: str, limit: int = 2) -> str:
-    """', mostly `op` (64%) and `op2` (20%)' for a category's top contributors."""
+    """', mostly `op` (64%) and `op2` (20%)' for a category's top contributors; when the
+    shares are of the category on the ranks' own timelines and that differs from the category's
+    attributed figure, the clause says of what they are."""
     ops = [e for e in top_ops(run, cat) if (num(e.get("share")) or 0.0) >= 0.05][:limit]
     if not ops:
         return ""
     parts = [f"`{short_name(str(e['name']))}` ({(num(e.get('share')) or 0.0):.0%})" for e in ops]
-    return ", mostly " + " and ".join(parts)
+    return ", mostly " + " and ".join(parts) + basis_clause(run, cat)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from tracescale.findings.common import (
     MIN_GAIN,
     Finding,
     Target,
+    basis_clause,
     cat_label,
     cat_time,
     d,
@@ -162,7 +163,8 @@ def op_levers(
             text = (
                 f"`{short_name(str(e['name']))}` ({label(cat).lower()}) {verb} with more GPUs "
                 f"({law.get('form')}): {secs(e.get('seconds'))} per step at "
-                f"{gpus(last.get('world_size'))}, {share:.0%} of {label(cat).lower()}. "
+                f"{gpus(last.get('world_size'))}, {share:.0%} of "
+                f"{basis_clause(last, cat, lead='the ') or label(cat).lower()}. "
                 f"Without it, steps would be {speedup_text(gain, t.step_s, t.step_s - part)} "
                 f"at {gpus(t.world_size)} (projected)."
             )

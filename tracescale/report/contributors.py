@@ -28,6 +28,18 @@ def _ops(run: dict[str, Any], cat: str) -> list[dict[str, Any]]:
     return [e for e in (_d(run.get("top_ops")).get(cat) or []) if isinstance(e, dict)]
 
 
+#: The row that gives each category's own-timeline total, the basis of its ops' shares.
+_WHOLE = "(whole, own timelines)"
+
+
+def _basis(run: dict[str, Any], cat: str) -> str:
+    """The category's own-timeline seconds per rank-step at one N (carried by each op entry)."""
+    for e in _ops(run, cat):
+        if fmt.num(e.get("category_s")) is not None:
+            return fmt.secs(e.get("category_s"))
+    return fmt.DASH
+
+
 def _law_text(law: dict[str, Any], runs: int) -> str:
     if runs < 2 or not law:
         return "one run"
@@ -54,8 +66,12 @@ def top_ops_section(study: dict[str, Any]) -> Section | None:
             continue
         shown = [e for e in _ops(last, cat) if (fmt.num(e.get("share")) or 0.0) >= 0.01]
         shown = shown[:OPS_SHOWN]
+        if not shown:
+            continue
         labels = short_names([str(e.get("name")) for e in shown])
-        for i, (e, label) in enumerate(zip(shown, labels, strict=True)):
+        basis = [_basis(r, cat) for r in runs]
+        sec.rows.append([fmt.label(cat), _WHOLE, *basis, "100%", ""])
+        for e, label in zip(shown, labels, strict=True):
             name = str(e.get("name"))
             per_n = []
             for r in runs:
@@ -63,14 +79,16 @@ def top_ops_section(study: dict[str, Any]) -> Section | None:
                 per_n.append(fmt.secs(match[0].get("seconds")) if match else fmt.DASH)
             law = _d(e.get("law"))
             flagged |= bool(law.get("flagged"))
-            row = [fmt.label(cat) if i == 0 else "", label, *per_n]
+            row = ["", label, *per_n]
             sec.rows.append([*row, fmt.pct(e.get("share"), 0), _law_text(law, len(runs))])
     if not sec.rows:
         return None
     sec.note = (
         "Each instant of a category is owned by one op: the innermost event that explains it "
-        "(kernels for compute, the data-loading op, a host op's self time). Share: of the "
-        "category on the ranks' own timelines. "
+        "(kernels for compute, the data-loading op, a host op's self time). Seconds: mean per "
+        f"step over all ranks. {_WHOLE}: the category on the ranks' own timelines, before "
+        "waits were attributed to the rank that caused them (so it may differ from the "
+        "breakdown); Share: of that row. "
     )
     if flagged:
         mode = str(study.get("mode"))
