@@ -139,15 +139,29 @@ def _pair_studies(
     return list(zip(before[:k], after[:k], strict=True))
 
 
+def _assumed(study: dict[str, Any]) -> bool:
+    """Scaling of a side with one run rests on the 1/N assumption, not on a measured fit."""
+    return bool(_d(study.get("scaling")).get("assumed")) or len(_runs_by_n(study)) < 2
+
+
 def _study_summary(sb: dict[str, Any], sa: dict[str, Any], unmatched: list[Any]) -> dict[str, Any]:
-    """Serial fraction, Amdahl ceiling and projected speedup before and after."""
+    """Serial fraction, Amdahl ceiling and projected speedup before and after.
+
+    Each side says whether its figures are assumed (one run) and over which world size its
+    speedups are taken: speedups over different baselines are not comparable, so the projected
+    step times travel with them.
+    """
     cb, ca = _d(sb.get("scaling")), _d(sa.get("scaling"))
     pb = {_d(p).get("world_size"): _d(p) for p in _l(cb.get("projections"))}
     pa = {_d(p).get("world_size"): _d(p) for p in _l(ca.get("projections"))}
     common = sorted((n for n in pb if n in pa and num(n) is not None), key=lambda n: num(n) or 0.0)
+    base = {"before": cb.get("baseline_world_size"), "after": ca.get("baseline_world_size")}
     return {
         "before_path": sb.get("path"),
         "after_path": sa.get("path"),
+        "assumed": {"before": _assumed(sb), "after": _assumed(sa)},
+        "baseline_world_size": base,
+        "speedups_comparable": base["before"] == base["after"],
         "serial_fraction": {
             "before": num(_d(cb.get("serial_fraction")).get("total")),
             "after": num(_d(ca.get("serial_fraction")).get("total")),
@@ -161,6 +175,10 @@ def _study_summary(sb: dict[str, Any], sa: dict[str, Any], unmatched: list[Any])
                 "world_size": n,
                 "before": num(pb[n].get("speedup")),
                 "after": num(pa[n].get("speedup")),
+                "step_time_s": {
+                    "before": num(pb[n].get("step_time_s")),
+                    "after": num(pa[n].get("step_time_s")),
+                },
             }
             for n in common
         ],

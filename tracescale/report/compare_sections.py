@@ -104,14 +104,55 @@ def op_changes_section(runs: list[dict[str, Any]]) -> Section | None:
     return sec
 
 
+def _marked(pair: Any, f: Any, assumed: dict[str, Any]) -> list[str]:
+    """Before and after cells, each marked where that side's figure is assumed (one run)."""
+    cells = _ba(pair, f)
+    return [
+        c + " (assumed)" if assumed.get(side) and c != fmt.DASH else c
+        for c, side in zip(cells, ("before", "after"), strict=True)
+    ]
+
+
+def _scaling_note(study: dict[str, Any], comparable: bool) -> str:
+    assumed = _d(study.get("assumed"))
+    base = _d(study.get("baseline_world_size"))
+    sides = [side for side in ("before", "after") if assumed.get(side)]
+    notes = []
+    if sides:
+        who = " and ".join(sides)
+        notes.append(
+            f"Assumed ({who}: one run): the parallel part is taken to scale as 1/N; serial "
+            "fraction, ceiling and projections are not measured."
+        )
+    if not comparable:
+        notes.append(
+            f"Speedups are over different baselines (N={base.get('before')} before, "
+            f"N={base.get('after')} after), so projected step times are shown instead."
+        )
+    elif base.get("before") is not None:
+        notes.append(f"Speedups over N={base.get('before')} on both sides.")
+    return " ".join(notes)
+
+
 def scaling_section(study: dict[str, Any]) -> Section:
-    """Serial fraction, Amdahl ceiling and projected speedups before and after."""
+    """Serial fraction, Amdahl ceiling and projections before and after, assumed ones marked.
+
+    Speedups over different baselines are not set side by side: the projected step times are.
+    """
     sec = Section("compare_scaling", "Scaling before and after", ["", "Before", "After"])
-    sec.rows.append(["Serial fraction", *_ba(study.get("serial_fraction"), fmt.pct)])
-    sec.rows.append(["Amdahl ceiling", *_ba(study.get("amdahl_limit"), fmt.times)])
+    assumed = _d(study.get("assumed"))
+    comparable = study.get("speedups_comparable") is not False
+    sec.rows.append(["Serial fraction", *_marked(study.get("serial_fraction"), fmt.pct, assumed)])
+    sec.rows.append(["Amdahl ceiling", *_marked(study.get("amdahl_limit"), fmt.times, assumed)])
     for p in _l(study.get("projected_speedup")):
         p = _d(p)
-        sec.rows.append([f"Projected speedup at N={p.get('world_size')}", *_ba(p, fmt.times)])
+        n = p.get("world_size")
+        if comparable:
+            sec.rows.append([f"Projected speedup at N={n}", *_marked(p, fmt.times, assumed)])
+        else:
+            cells = _marked(p.get("step_time_s"), fmt.secs, assumed)
+            sec.rows.append([f"Projected step time at N={n}", *cells])
+    sec.note = _scaling_note(study, comparable)
     return sec
 
 
