@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from conftest import require_module
 
+from tracescale.categories import ANNOTATION_CAT as ANNOTATION
 from tracescale.ingest import decode, fast
 from tracescale.ingest.numbers import slow_parse, us_text_to_ns
 from tracescale.ingest.trace import RankTrace
@@ -291,3 +292,23 @@ def test_parse_us_matches_vectorized_parser() -> None:
         else:  # the scanner's caller parses these with Decimal: must agree with numpy's path
             parsed = slow_parse(t)
             assert (parsed is not None) == ok and (parsed is None or parsed == v), t
+
+
+def test_annotated_copy_reads_as_its_original_with_the_scanner_loaded(tmp_path: Path) -> None:
+    """tracescale annotate's added tracks are dropped on every path, so re-analysis of a copy
+    equals the original even where the scanner reads the files (big studies)."""
+    from tracescale.annotate import annotate
+
+    src = ROOT / "sample_traces" / "sim_gpu_strong" / "ws2"
+    annotate(str(src), str(tmp_path / "out"))
+    copies = sorted((tmp_path / "out").rglob("*.json*"))
+    assert copies
+    for copy in copies:
+        original = src / copy.name
+        got = decode.load_trace(str(copy))
+        with typed_path():
+            typed = decode.load_trace(str(copy))
+        assert_identical(got, typed)
+        base = decode.load_trace(str(original))
+        assert len(got.events.cat) == len(base.events.cat)
+        assert ANNOTATION not in {got.strings[i] for i in got.events.cat.tolist()}

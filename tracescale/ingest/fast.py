@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.categories import ANNOTATION_CAT
 from tracescale.ingest.build import STRING_COLUMNS, Builder
 from tracescale.ingest.numbers import slow_parse
 from tracescale.ingest.schema import CHUNK_DECODER, CHUNK_EVENTS, TOP_DECODER, Args, TraceFile
@@ -26,6 +27,8 @@ except ImportError:  # pragma: no cover - exercised where numba is not installed
     scan = None  # type: ignore[assignment]
 
 _I64 = npt.NDArray[np.int64]
+#: Files holding this string (as tracescale annotate writes its tracks) take the typed path.
+_ANNOTATION_TEXT = b'"' + ANNOTATION_CAT.encode() + b'"'
 #: String columns read from the event's args (``cat`` and ``name`` are the event's own; the
 #: args' ``name`` is a thread name of ``M`` events, not a column).
 _ARG_STRING_COLUMNS = tuple(c for c in STRING_COLUMNS if c not in ("cat", "name"))
@@ -121,6 +124,8 @@ def scan_trace(data: bytes | bytearray) -> Scanned | None:
     layout = _LAYOUT
     if layout is None or scan is None or not data.isascii():
         return None
+    if data.find(_ANNOTATION_TEXT) >= 0:
+        return None  # annotated copies: the typed path drops tracescale's own tracks
     try:
         top_raw = TOP_DECODER.decode(data)  # validates all of the JSON, decodes the top
     except (msgspec.ValidationError, msgspec.DecodeError):
