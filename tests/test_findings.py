@@ -197,3 +197,47 @@ def test_op_shares_name_their_basis_when_it_is_not_the_category_figure() -> None
     )
     run["breakdown_s"]["communication"] = 0.0036
     assert names_clause(run, "communication") == ", mostly `record_param_comms` (75%)"
+
+
+def _projected_study(comm: float, compute: float, variability: float) -> dict[str, Any]:
+    """Two measured runs and one requested projection at N=64 with the given breakdown."""
+
+    def run(n: int, step: float) -> dict[str, Any]:
+        bd = {"compute": step * 0.9, "communication": step * 0.1}
+        return {"world_size": n, "step_time_s": {"mean": step}, "breakdown_s": bd}
+
+    step = comm + compute + 0.001
+    proj = {
+        "world_size": 64,
+        "step_time_s": step,
+        "breakdown_s": {"communication": comm, "compute": compute, "host": 0.001},
+        "rank_to_rank_variability_s": variability,
+    }
+    return {
+        "mode": "strong",
+        "runs": [run(1, 0.1), run(8, 0.02)],
+        "requested_world_sizes": [64],
+        "scaling": {"projections": [proj]},
+    }
+
+
+def test_hiding_communication_is_capped_by_the_compute_to_hide_it_under() -> None:
+    """24 ms of communication cannot hide under 2 ms of compute: at most 2 ms is gained."""
+    study = _projected_study(comm=0.024, compute=0.002, variability=0.0)
+    comm = [f for f in top_findings(study, limit=10) if f["category"] == "communication"]
+    assert comm and all(f["value"] == pytest.approx(0.027 / 0.025) for f in comm)
+    assert "at most the 2.0 ms of compute there" in comm[0]["text"]
+
+
+def test_rank_to_rank_variability_is_its_own_lever_not_communication() -> None:
+    """Waiting for the slowest rank (20 of 24 ms of communication) is its own finding; the
+    communication lever only hides the remaining 4 ms."""
+    study = _projected_study(comm=0.024, compute=0.010, variability=0.020)
+    found = top_findings(study, limit=10)
+    var = [f for f in found if f["text"].startswith("Rank-to-rank variability")]
+    assert var and var[0]["value"] == pytest.approx(0.035 / 0.015)
+    assert "waits 20.0 ms for the slowest rank" in var[0]["text"]
+    comm = [f for f in found if f["kind"] == "lever" and f not in var]
+    comm = [f for f in comm if f["category"] == "communication"]
+    assert comm and comm[0]["value"] == pytest.approx(0.035 / 0.031)
+    assert found[0] is var[0]

@@ -21,7 +21,7 @@ from tracescale.findings.common import (
     mean_step,
     speedup_text,
 )
-from tracescale.findings.levers import category_levers, op_levers
+from tracescale.findings.levers import category_levers, op_levers, variability_lever
 from tracescale.report.fmt import label, num, secs
 
 __all__ = ["Finding", "document_findings", "top_findings"]
@@ -148,6 +148,7 @@ def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
         return []
     mode = str(study.get("mode") or "strong")
     scored = _slowdown(study, runs) + category_levers(study, runs, mode)
+    scored += variability_lever(study, runs)
     scored += op_levers(study, runs, mode) + _stragglers(runs)
     scored += _efficiency(study) + _optimum(study, runs)
     scored.sort(key=lambda sf: -sf[0])

@@ -108,6 +108,16 @@ class Target:
     step_s: float
     breakdown: dict[str, float]
     projected: bool
+    #: Seconds per step the step waits for the slowest rank (inside communication), when the
+    #: replay measured it: rank-to-rank variability, a lever of its own.
+    variability_s: float = 0.0
+
+    def hideable_s(self) -> float:
+        """Communication that hiding under compute could remove: at most the compute (and
+        copies) the step has to hide it under, and never the waiting for the slowest rank."""
+        comm = max(self.breakdown.get("communication", 0.0) - self.variability_s, 0.0)
+        cover = self.breakdown.get("compute", 0.0) + self.breakdown.get("memcpy", 0.0)
+        return min(comm, cover)
 
 
 def target_of(study: dict[str, Any], last: dict[str, Any]) -> Target:
@@ -127,8 +137,9 @@ def target_of(study: dict[str, Any], last: dict[str, Any]) -> Target:
     if projs:
         p = max(projs, key=lambda q: num(q.get("world_size")) or 0.0)
         bd = {str(k): num(v) or 0.0 for k, v in d(p.get("breakdown_s")).items()}
+        var = num(p.get("rank_to_rank_variability_s")) or 0.0
         return Target(
-            int(num(p.get("world_size")) or 0), num(p.get("step_time_s")) or 0.0, bd, True
+            int(num(p.get("world_size")) or 0), num(p.get("step_time_s")) or 0.0, bd, True, var
         )
     bd = {str(k): num(v) or 0.0 for k, v in d(last.get("breakdown_s")).items()}
     return Target(int(num(last.get("world_size")) or 0), mean_step(last), bd, False)

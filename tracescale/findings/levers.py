@@ -81,7 +81,7 @@ def _assumed_clause(study: dict[str, Any], cat: str, first: dict[str, Any]) -> s
     t = target_of(study, first)
     if not t.projected or t.step_s <= 0:
         return ""
-    part = t.breakdown.get(cat, 0.0)
+    part = t.hideable_s() if cat == "communication" else t.breakdown.get(cat, 0.0)
     if part <= 0 or t.step_s - part <= 0:
         return ""
     g = t.step_s / (t.step_s - part)
@@ -111,6 +111,12 @@ def category_levers(
         if cat == "compute":
             fixed = _parallel_part(first, cat, t.world_size, mode) if not single else there
             how = "its part that does not shrink were parallel"
+        elif cat == "communication":
+            fixed = there - t.hideable_s()
+            how = "it were " + _HOW[cat]
+            if fixed > 1e-12:
+                how += f" (at most the {secs(t.hideable_s())} of compute there"
+                how += "; waiting for the slowest rank is not hidden)" if t.variability_s else ")"
         else:
             fixed = 0.0
             how_cat = _HOW_LAUNCH if cat_label(last, cat).startswith("Host launch") else None
@@ -136,6 +142,28 @@ def category_levers(
     return out
 
 
+def variability_lever(
+    study: dict[str, Any], runs: list[dict[str, Any]]
+) -> list[tuple[float, Finding]]:
+    """Waiting for the slowest of N ranks (rank-to-rank variability): its own lever, not
+    communication's, since no network or overlap fixes another rank's late arrival."""
+    t = target_of(study, runs[-1])
+    var = t.variability_s
+    if not t.projected or var <= 0 or t.step_s - var <= 0:
+        return []
+    after = t.step_s - var
+    gain = t.step_s / after
+    if gain < MIN_GAIN:
+        return []
+    text = (
+        f"Rank-to-rank variability: at {gpus(t.world_size)} (projected) each step waits "
+        f"{secs(var)} for the slowest rank ({var / t.step_s:.0%} of the step, counted in "
+        "communication). If every rank arrived as the typical one does (steadier data "
+        f"loading and per-rank work), steps would be {speedup_text(gain, t.step_s, after)}."
+    )
+    return [(gain, Finding(text=text, category="communication", value=gain, kind="lever"))]
+
+
 def op_levers(
     study: dict[str, Any], runs: list[dict[str, Any]], mode: str, limit: int = 2
 ) -> list[tuple[float, Finding]]:
@@ -153,7 +181,10 @@ def op_levers(
             share = num(e.get("share")) or 0.0
             if not law.get("flagged") or share >= 0.9:
                 continue  # one op that is its whole category: the category finding says it
-            part = share * t.breakdown.get(cat, 0.0)
+            whole = t.breakdown.get(cat, 0.0)
+            if cat == "communication":
+                whole = max(whole - t.variability_s, 0.0)  # the slowest rank's lateness
+            part = share * whole
             if part <= 0 or t.step_s - part <= 0:
                 continue
             gain = t.step_s / (t.step_s - part)
