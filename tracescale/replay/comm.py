@@ -5,7 +5,9 @@
 (type, algorithm_protocol, tier) that has at least two distinct (latency, bytes) factor
 pairs; otherwise the fit falls back to (type, tier), then (tier), then the whole study, then
 the documented defaults. A tiny Broadcast therefore no longer drags an AllReduce's latency,
-and intra- and inter-node links get their own alpha and beta when both were measured.
+and intra- and inter-node links get their own alpha and beta when both were measured. An
+inter-node tier neither measured nor supplied keeps the intra-node link as its point estimate
+and the slowest plausible inter-node link as its alternative, so the intervals cover it.
 Message bytes are max(In, Out) nelems (the full tensor of AllGather/ReduceScatter); how they
 change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constant).
 """
@@ -23,6 +25,24 @@ from scipy.optimize import nnls
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH, factors
 
 INTRA, INTER = "intra", "inter"
+
+#: Plausible inter-node link when that tier was never measured and the user gave no figures
+#: (docs/DESIGN.md "Unmeasured topology tier"). The point estimate keeps the intra-node link;
+#: the interval reaches a link this much slower. Bandwidth per GPU: NVLink 3/4 carries 300/450
+#: GB/s per direction, one HDR/NDR InfiniBand NIC per GPU 25/50 GB/s: 1/12 (DGX A100) to 1/9
+#: (DGX H100) of the intra-node bandwidth. Per-hop ring latency in NCCL's own cost model: 2.7,
+#: 4.0, 9.6 us over the network vs 0.47, 1.9, 3.4 us over NVLink (LL, LL128, Simple): <= 6x.
+UNMEASURED_INTER_BANDWIDTH_FLOOR = 1.0 / 12.0
+UNMEASURED_INTER_LATENCY_CEILING = 6.0
+
+
+def unmeasured_inter_range() -> str:
+    """The plausible inter-node range the intervals cover, in words (warnings, assumptions)."""
+    return (
+        f"the 90% interval spans inter-node links from equal to the intra-node one down to "
+        f"1/{1 / UNMEASURED_INTER_BANDWIDTH_FLOOR:.0f} of its bandwidth with "
+        f"{UNMEASURED_INTER_LATENCY_CEILING:.0f}x its latency (InfiniBand/RoCE vs NVLink per GPU)"
+    )
 
 
 def tier_of(group: float, gpus_per_node: int | None) -> str:
@@ -64,8 +84,13 @@ class CommModel:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
 
     def lookup(self, ctype: str, algo: str, tier: str) -> AlphaBeta:
-        if tier == INTER and INTER not in self.measured_tiers and self.user_inter is not None:
-            return self.user_inter
+        if tier == INTER and INTER not in self.measured_tiers:
+            if self.user_inter is not None:
+                return self.user_inter
+            return _unmeasured_inter(self._lookup(ctype, algo, INTRA))
+        return self._lookup(ctype, algo, tier)
+
+    def _lookup(self, ctype: str, algo: str, tier: str) -> AlphaBeta:
         for key in ((ctype, algo, tier), (ctype, "", tier), ("", "", tier)):
             if key in self.fits:
                 return self.fits[key]
@@ -91,6 +116,16 @@ class CommModel:
         b = nbytes * ref_n / n if self.sharded.get(ctype, False) else nbytes
         tier = tier_of(g, self.gpus_per_node)
         return self.lookup(ctype, algo, tier).time(ctype, b, g, algo, alt)
+
+
+def _unmeasured_inter(intra: AlphaBeta) -> AlphaBeta:
+    """The intra-node link as the point estimate of a never-measured inter-node tier, with the
+    slowest plausible inter-node link as the other end of the interval."""
+    slow = (
+        intra.alpha_s * UNMEASURED_INTER_LATENCY_CEILING,
+        intra.inv_bw / UNMEASURED_INTER_BANDWIDTH_FLOOR,
+    )
+    return AlphaBeta(intra.alpha_s, intra.inv_bw, intra.source, alt=slow)
 
 
 def _factors(rows: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tracescale.replay.comm import INTER, CommModel, fit_comm, tier_of
+from tracescale.replay.comm import INTER, CommModel, fit_comm, tier_of, unmeasured_inter_range
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
 from tracescale.replay.laws import CONSTANT, Law, fit_law
@@ -318,7 +318,10 @@ def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
             else "the given inter-node figures"
         )
     else:
-        how = "the intra-node alpha and beta (set --inter-node-bandwidth/--inter-node-latency)"
+        how = (
+            "the intra-node alpha and beta for the point estimate; "
+            f"{unmeasured_inter_range()} (set --inter-node-bandwidth/--inter-node-latency)"
+        )
     return (
         f"projections at N={need} cross nodes ({c.gpus_per_node} GPUs per node) but no "
         f"inter-node collective was measured: assumed {how}"
