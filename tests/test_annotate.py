@@ -25,6 +25,7 @@ from tests.minitrace import MiniTrace
 from tracescale.annotate import annotate
 from tracescale.annotate.write import event_count, splice, unused_pid, us_text
 from tracescale.categories import ANNOTATION_CAT, CATEGORIES
+from tracescale.cli.annotate import plural
 from tracescale.cli.main import cli, main
 from tracescale.errors import InvalidTraceError
 
@@ -149,7 +150,7 @@ def annotated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in SIM.rglob("*") if p.is_file()}
     res = CliRunner().invoke(cli, ["annotate", str(SIM), "-o", str(out), "-j1", "--no-cache"])
     assert res.exit_code == 0, (res.output, res.exception)
-    assert "15 annotated trace(s)" in res.output
+    assert "15 annotated traces in" in res.output
     (out.parent / "cli-output.txt").write_text(res.output)
     after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in SIM.rglob("*") if p.is_file()}
     assert after == before, "inputs are never modified"
@@ -223,6 +224,27 @@ def test_files_left_out_at_discovery_are_warned_about(tmp_path: Path) -> None:
     written, warnings = annotate(tmp_path / "run", tmp_path / "out", jobs=1, no_cache=True)
     assert [w.rank for w in written] == [0, 1]
     assert [w for w in warnings if "rank9.pt.trace.json" in w and "empty" in w], warnings
+
+
+def test_strict_fails_on_a_rejected_file_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _two_ranks(tmp_path / "run")
+    for bad, content in (("rank9.pt.trace.json", ""), ("rank8.pt.trace.json", "null")):
+        (tmp_path / "run" / bad).write_text(content)
+        argv = [str(tmp_path / "run"), "-o", str(tmp_path / "out"), "-j1", "--no-cache"]
+        code, err = _exit([*argv, "--strict"], capsys)
+        assert code == 3 and bad in err and err.count("\n") == 1, err
+        assert not (tmp_path / "out").exists()
+        (tmp_path / "run" / bad).unlink()
+
+
+def test_counts_take_their_number() -> None:
+    assert [plural(1, "step"), plural(2, "step"), plural(0, "category slice")] == [
+        "1 step",
+        "2 steps",
+        "0 category slices",
+    ]
 
 
 def test_category_slices_sum_to_each_step(annotated: Path) -> None:

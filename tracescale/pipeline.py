@@ -176,7 +176,7 @@ def _run_breakdown(
     return build_run(spec.world_size, groups, spec.paths, notes), []
 
 
-def _fail_on_rejected(specs: Sequence[StudySpec]) -> None:
+def fail_on_rejected(specs: Sequence[StudySpec]) -> None:
     """--strict: a file left out at discovery fails the run before any work starts."""
     rejected = [r for spec in specs for r in spec.rejected]
     if rejected:
@@ -376,7 +376,7 @@ def analyze(
     step_slice = parse_steps(steps) if isinstance(steps, str) or steps is None else steps
     specs = discover(path)
     if strict:
-        _fail_on_rejected(specs)
+        fail_on_rejected(specs)
     results, map_warnings = map_ranks(
         specs,
         path=path,

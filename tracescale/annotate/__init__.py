@@ -31,7 +31,7 @@ from tracescale.classify.single_rank import apply_single_rank
 from tracescale.errors import InvalidTraceError, UsageError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, read_bytes
 from tracescale.ingest.discover import discover
-from tracescale.pipeline import map_ranks, run_groups
+from tracescale.pipeline import fail_on_rejected, map_ranks, run_groups
 
 __all__ = ["AnnotatedTrace", "annotate"]
 
@@ -85,11 +85,13 @@ def annotate(
     jobs: int | None = None,
     force: bool = False,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    strict: bool = False,
     **parallel_options: Any,
 ) -> tuple[list[AnnotatedTrace], list[str]]:
     """Write an annotated copy of every rank file under ``path`` into ``out_dir``; returns
     what was written and the warnings (skipped files). ``force`` allows replacing files in
-    ``out_dir`` that look like traces (earlier annotations); inputs are never written."""
+    ``out_dir`` that look like traces (earlier annotations); inputs are never written.
+    ``strict``: any rejected rank file is an error (as for analyze), before anything is written."""
     src, dst = os.fspath(path), os.fspath(out_dir)
     if "://" in src:
         raise UsageError("annotate reads local trace files only", path=src)
@@ -97,6 +99,8 @@ def annotate(
     root = src if os.path.isdir(src) else os.path.dirname(os.path.abspath(src))
     specs = discover(src)  # first: a missing PATH is "no traces found", whatever -o says
     _check_out_dir(dst, root)
+    if strict:
+        fail_on_rejected(specs)
     results, map_warnings = map_ranks(
         specs, path=src, rules=rules, jobs=jobs, memory_budget=memory_budget, **parallel_options
     )
@@ -105,7 +109,7 @@ def annotate(
     for spec in specs:
         warnings += spec.warnings  # files left out at discovery (empty, not a trace)
         for run_spec in spec.runs:
-            groups, notes = run_groups(run_spec, results)
+            groups, notes = run_groups(run_spec, results, strict=strict)
             warnings += notes
             if not groups:
                 continue

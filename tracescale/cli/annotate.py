@@ -7,9 +7,14 @@ import click
 from tracescale.cli.settings import CONTEXT
 
 
+def plural(n: int, noun: str) -> str:
+    """``n`` with ``noun`` in the number it takes: "1 step", "2 steps"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 @click.command(
-    epilog="Exit codes: 0 ok; 2 usage (e.g. -o would replace a trace); 3 invalid trace data; "
-    "4 no traces found.",
+    epilog="Exit codes: 0 ok; 2 usage (e.g. -o would replace a trace); 3 invalid trace data "
+    "(with --strict: any bad rank file); 4 no traces found.",
     context_settings=CONTEXT,
 )
 @click.argument("path", type=click.Path())
@@ -36,6 +41,9 @@ from tracescale.cli.settings import CONTEXT
     help="Largest decompressed trace file accepted.",
 )
 @click.option("--force", is_flag=True, help="Replace earlier annotated copies in OUT_DIR.")
+@click.option(
+    "--strict", is_flag=True, help="Fail (exit 3) on any bad rank file instead of warning."
+)
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and warnings.")
 def annotate(
     path: str,
@@ -46,6 +54,7 @@ def annotate(
     no_cache: bool,
     memory_budget: float,
     force: bool,
+    strict: bool,
     quiet: bool,
 ) -> None:
     """Write a copy of each rank file under PATH with two added tracks for trace viewers.
@@ -68,6 +77,7 @@ def annotate(
         jobs=jobs,
         force=force,
         memory_budget=int(memory_budget * 1e9),
+        strict=strict,
         **options,
     )
     for w in warnings:
@@ -77,6 +87,6 @@ def annotate(
     for t in written:
         click.echo(
             f"{t.output}: rank {t.rank} of {t.world_size}, "
-            f"{t.steps} steps, {t.slices} category slices"
+            f"{plural(t.steps, 'step')}, {plural(t.slices, 'category slice')}"
         )
-    click.echo(f"{len(written)} annotated trace(s) in {out_dir}")
+    click.echo(f"{plural(len(written), 'annotated trace')} in {out_dir}")
