@@ -176,11 +176,11 @@ def test_model_optimum_beyond_four_times_measured_is_labelled() -> None:
     texts = [f["text"] for f in top_findings(study, limit=10)]
     assert (
         "The model puts the lowest step time at 48 GPUs, 6x beyond the largest measured N: "
-        "an extrapolation, not a measurement"
+        "an extrapolation, not a measurement."
     ) in texts
     study["scaling"]["optimal_world_size"] = 24
     texts = [f["text"] for f in top_findings(study, limit=10)]
-    assert "Step time is lowest at 24 GPUs: beyond it, more GPUs make each step slower" in texts
+    assert "Step time is lowest at 24 GPUs: beyond it, more GPUs make each step slower." in texts
 
 
 def test_op_shares_name_their_basis_when_it_is_not_the_category_figure() -> None:
@@ -241,3 +241,20 @@ def test_rank_to_rank_variability_is_its_own_lever_not_communication() -> None:
     comm = [f for f in comm if f["category"] == "communication"]
     assert comm and comm[0]["value"] == pytest.approx(0.035 / 0.031)
     assert found[0] is var[0]
+
+
+def test_optimum_is_the_replayed_projection_not_the_closed_form() -> None:
+    """The closed form says 12, the replayed curve the report prints is lowest at 16."""
+    study = _fixture("strong")
+    study["scaling"]["optimal_world_size"] = 12
+    curve = [(8, 0.0255, 0.0255), (16, 0.0173, 0.0227), (32, 0.0197, 0.0367)]
+    study["scaling"]["curve"] = [
+        {"world_size": n, "step_time_s": t, "closed_form_step_time_s": c} for n, t, c in curve
+    ]
+    texts = [f["text"] for f in top_findings(study, limit=10)]
+    assert "Step time is lowest at 16 GPUs: beyond it, more GPUs make each step slower." in texts
+    assert not any("12 GPUs" in t for t in texts)
+    # Still falling at the curve's last point: no optimum is claimed.
+    study["scaling"]["curve"][-1]["step_time_s"] = 0.015
+    texts = [f["text"] for f in top_findings(study, limit=10)]
+    assert not any("lowest at" in t for t in texts)

@@ -22,6 +22,7 @@ from tracescale.findings.common import (
     speedup_text,
 )
 from tracescale.findings.levers import category_levers, op_levers, variability_lever
+from tracescale.report.bounds import optimum_of
 from tracescale.report.fmt import label, num, secs
 
 __all__ = ["Finding", "document_findings", "top_findings"]
@@ -116,9 +117,10 @@ def _efficiency(study: dict[str, Any]) -> list[tuple[float, Finding]]:
 
 
 def _optimum(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
-    """The model's best world size, labelled as an extrapolation or an assumption as it is."""
+    """The best world size of the printed projections (see ``optimum_of``), labelled as an
+    extrapolation or an assumption as it is; weak scaling speaks of throughput."""
     sc = d(study.get("scaling"))
-    opt = num(sc.get("optimal_world_size"))
+    opt = optimum_of(study)
     if opt is None:
         return []
     n_max = num(runs[-1].get("world_size")) or 1.0
@@ -126,15 +128,22 @@ def _optimum(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[fl
     if len(runs) == 1 or sc.get("assumed"):
         text = (
             f"If the parallel part scales as 1/N (an assumption: one run cannot show it), "
-            f"step time would be lowest at {where}"
+            f"step time would be lowest at {where}."
         )
     elif opt > SAFE_EXTRAPOLATION * n_max:
         text = (
             f"The model puts the lowest step time at {where}, {opt / n_max:.0f}x beyond the "
-            f"largest measured N: an extrapolation, not a measurement"
+            f"largest measured N: an extrapolation, not a measurement."
         )
     else:
-        text = f"Step time is lowest at {where}: beyond it, more GPUs make each step slower"
+        text = f"Step time is lowest at {where}: beyond it, more GPUs make each step slower."
+    if study.get("mode") == "weak":
+        text = text.replace("the lowest step time", "the highest throughput")
+        text = text.replace("step time would be lowest", "throughput would be highest")
+        text = text.replace(
+            "Step time is lowest at", "Throughput (samples per second) is highest at"
+        )
+        text = text.replace("more GPUs make each step slower", "more GPUs lower throughput")
     return [(1.02, Finding(text=text, category=None, value=opt, kind="context"))]
 
 

@@ -32,10 +32,37 @@ def karp_flatt_cell(point: dict[str, Any], measured_runs: int) -> str:
     return text + (" (est.)" if point.get("karp_flatt_estimated") else "")
 
 
-def optimum_note(study: dict[str, Any]) -> str:
-    """The model's best world size, said as measured, extrapolated or assumed as it is."""
+def optimum_of(study: dict[str, Any]) -> float | None:
+    """The best world size as the report's own projections say it.
+
+    When the replay re-projected the curve (its points carry ``closed_form_step_time_s``), the
+    optimum is the curve's best point (lowest step, or highest throughput in weak scaling), not
+    the closed form's ``optimal_world_size``, which the same report may call >10% off; a best
+    point at the curve's last N is no optimum (it may keep improving beyond). Without a replay,
+    the closed form's optimum is the one the projections come from.
+    """
     sc = _d(study.get("scaling"))
-    opt = fmt.num(sc.get("optimal_world_size"))
+    curve = [p for p in (sc.get("curve") or []) if isinstance(p, dict)]
+    curve = [p for p in curve if fmt.num(p.get("step_time_s")) and fmt.num(p.get("world_size"))]
+    if not any("closed_form_step_time_s" in p for p in curve):
+        return fmt.num(sc.get("optimal_world_size"))
+    weak = str(study.get("mode")) == "weak"
+
+    def cost(p: dict[str, Any]) -> float:
+        t, n = fmt.num(p.get("step_time_s")) or 0.0, fmt.num(p.get("world_size")) or 1.0
+        return t / n if weak else t
+
+    best = min(curve, key=cost)
+    n_best = fmt.num(best.get("world_size"))
+    if n_best == max(fmt.num(p.get("world_size")) or 0.0 for p in curve):
+        return None
+    return n_best
+
+
+def optimum_note(study: dict[str, Any]) -> str:
+    """The best world size, said as measured, extrapolated or assumed as it is."""
+    opt = optimum_of(study)
+    sc = _d(study.get("scaling"))
     runs = runs_of(study)
     n_max = fmt.num(runs[-1].get("world_size")) if runs else None
     weak = str(study.get("mode")) == "weak"
