@@ -87,6 +87,20 @@ def test_compare_document_names_the_op_in_every_format() -> None:
         compare_docs(before, after, match="nearest")
 
 
+def test_op_table_note_explains_only_the_words_it_shows() -> None:
+    before = {"schema_version": 1, "studies": [{"path": "b", "runs": [_run(2, {})]}]}
+    after = {"schema_version": 1, "studies": [{"path": "a", "runs": [_run(2, {})]}]}
+    before["studies"][0]["runs"][0] = _run(2, {"compute": [("gemm", 0.05, 0.0), ("old", 0.01, 0)]})
+    after["studies"][0]["runs"][0] = _run(2, {"compute": [("gemm", 0.03, 0.0)]})
+    doc = compare_docs(before, after)
+    changes = {r["change"] for r in doc["runs"][0]["op_changes"]["compute"]}
+    assert changes == {"faster", "removed"}
+    text = " ".join(render_compare(doc, "table").split())
+    assert "added / removed: absent from the other side" in text
+    assert "new in top" not in text
+    assert "need not add up to the category change above" in text
+
+
 def test_single_traces_compare_directly_by_op(shared_traces: Path) -> None:
     trace_diff = shared_traces / "hta" / "trace_diff"
     args = [str(trace_diff / "control"), str(trace_diff / "test"), "-j1", "--no-cache"]

@@ -96,12 +96,25 @@ def op_changes_section(runs: list[dict[str, Any]]) -> Section | None:
                 )
     if not sec.rows:
         return None
-    sec.note = (
-        "Significant: beyond the 90% bound of the difference of the two means over steps and "
-        "over 1% of the step. new in top / out of top: below the other side's list of top ops, "
-        "so its time there is unknown."
-    )
+    sec.note = _op_changes_note({str(row[6]) for row in sec.rows})
     return sec
+
+
+def _op_changes_note(changes: set[str]) -> str:
+    """What the table's words mean, for the words it shows (no gloss of an absent one)."""
+    note = (
+        "Significant: beyond the 90% bound of the difference of the two means over steps and "
+        "over 1% of the step. Op times are on each rank's own timeline (waits and overlapped "
+        "time included), so they need not add up to the category change above."
+    )
+    if changes & {"added", "removed"}:
+        note += " added / removed: absent from the other side, whose list is complete."
+    if changes & {"new in top", "out of top"}:
+        note += (
+            " new in top / out of top: below the other side's list of top ops, so its time "
+            "there is unknown."
+        )
+    return note
 
 
 def _marked(pair: Any, f: Any, assumed: dict[str, Any]) -> list[str]:
