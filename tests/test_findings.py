@@ -258,3 +258,10 @@ def test_optimum_is_the_replayed_projection_not_the_closed_form() -> None:
     study["scaling"]["curve"][-1]["step_time_s"] = 0.015
     texts = [f["text"] for f in top_findings(study, limit=10)]
     assert not any("lowest at" in t for t in texts)
+
+
+def test_no_straggler_from_a_single_step() -> None:
+    """One step per rank: the noise is unknown, so a rank above the median is not named."""
+    own = {0: [0.010], 1: [0.0099], 2: [0.014], 3: [0.010]}
+    wait = {r: [0.014 - o for o in v] for r, v in own.items()}
+    assert find_stragglers(_rows(own, wait)) == []

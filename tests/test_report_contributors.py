@@ -111,3 +111,15 @@ def test_every_format_shows_the_new_sections() -> None:
         assert needle in out and LAUNCH in out and "Stragglers" in out
     html = render(doc, "html")
     assert 'id="top_ops"' in html and 'id="stragglers"' in html
+
+
+def test_one_step_runs_are_said_not_checked_for_stragglers() -> None:
+    study = _study()
+    for r in study["runs"]:
+        r["steps"] = 1
+        r["stragglers"] = []
+    sec = stragglers_section(study)
+    assert sec is not None and sec.items == [
+        "Not checked at N=2, 4: one step per rank, so the step-to-step noise a straggler must "
+        "exceed cannot be measured."
+    ]

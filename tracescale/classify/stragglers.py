@@ -9,6 +9,8 @@ category that makes it late is the one where its own time (cause attribution tak
 ``caused_<category>`` is other ranks' lateness) exceeds the median rank's the most; a rank late
 in no category by more than the noise is not named (a rank-0 reduction the others wait for is
 already in every rank's ``reduction`` by cause attribution, and is a finding of its own).
+With fewer than :data:`MIN_STEPS` steps per rank the noise cannot be measured (the spread of
+one sample), every rank above the median would look late, so nobody is named.
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from tracescale.classify.result import CAUSED
 
 #: Extra own time below this share of the mean step is never called a straggler.
 MIN_EXTRA_SHARE = 0.01
+#: Steps per rank needed to measure the step-to-step noise a straggler must exceed.
+MIN_STEPS = 2
 
 
 def find_stragglers(steps: pd.DataFrame) -> list[dict[str, Any]]:
     """``[{rank, extra_s, category, own_s, median_own_s}]``, slowest first (empty: none)."""
     if steps.empty or steps["rank"].nunique() < 2:
         return []
+    if int(steps.groupby("rank")["step"].nunique().min()) < MIN_STEPS:
+        return []  # noise unknown: see the module docstring
     df = steps.copy()
     df["own"] = df["duration"] - df["communication_wait"]
     for c in CATEGORIES:

@@ -13,6 +13,9 @@ from tracescale.report import fmt
 from tracescale.report.blocks import Section, categories_of, runs_of
 from tracescale.report.names import short_names
 
+#: Steps a run needs before stragglers are looked for (classify.stragglers.MIN_STEPS: the
+#: renderer reads documents only, so the number is repeated, not imported).
+MIN_STEPS = 2
 #: Ops shown per category (the JSON keeps more).
 OPS_SHOWN = 3
 #: Categories whose top ops are listed only when they take at least this share of the step;
@@ -104,9 +107,13 @@ def stragglers_section(study: dict[str, Any]) -> Section | None:
         return None
     sec = Section("stragglers", "Stragglers (ranks the others wait for)")
     sec.headers = ["N", "Rank", "Own time", "Median rank", "Extra per step", "Mostly", "Noise"]
-    checked = []
+    checked, one_step = [], []
     for r in runs:
         if len(r.get("per_rank") or []) < 2 or "stragglers" not in r:
+            continue
+        steps = fmt.num(r.get("steps"))
+        if steps is not None and steps < MIN_STEPS:
+            one_step.append(str(r.get("world_size")))
             continue
         checked.append(str(r.get("world_size")))
         for s in r.get("stragglers") or []:
@@ -122,19 +129,22 @@ def stragglers_section(study: dict[str, Any]) -> Section | None:
                     fmt.secs(s.get("noise_s")),
                 ]
             )
+    unchecked = (
+        f"Not checked at N={', '.join(one_step)}: one step per rank, so the step-to-step "
+        "noise a straggler must exceed cannot be measured."
+    )
     if not checked:
-        return None
+        return Section("stragglers", sec.title, items=[unchecked]) if one_step else None
     if not sec.rows:
-        return Section(
-            "stragglers",
-            sec.title,
-            items=[
-                f"None at N={', '.join(checked)}: no rank's own time (step minus waiting for "
-                "others) exceeds the median rank's by more than the step-to-step noise."
-            ],
-        )
+        items = [
+            f"None at N={', '.join(checked)}: no rank's own time (step minus waiting for "
+            "others) exceeds the median rank's by more than the step-to-step noise."
+        ]
+        return Section("stragglers", sec.title, items=items + ([unchecked] if one_step else []))
     sec.note = (
         "Own time: the step minus the time spent waiting for other ranks. A straggler's own "
         "time exceeds the median rank's by more than the noise (standard deviation over steps)."
     )
+    if one_step:
+        sec.note += " " + unchecked
     return sec
