@@ -45,3 +45,13 @@ def test_damaged_comparison_is_named_as_a_compare_document(tmp_path: Path, capsy
         f"tracescale: error: {path}: damaged compare document at runs: "
         "'not a list' is not of type 'array'"
     ]
+
+
+def test_a_compare_document_given_as_a_study_says_what_it_is(tmp_path: Path, capsys) -> None:
+    path, _ = _saved_comparison(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", str(path), str(path)])
+    assert exc.value.code == EXIT_INVALID_TRACE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a compare document, not a study" in err
+    assert "tracescale report" in err

@@ -232,6 +232,12 @@ def load(path: str | Path) -> Study:
         raise InvalidTraceError(f"not a readable study JSON ({exc})", path=str(path)) from exc
     if not is_study_document(doc):
         raise InvalidTraceError("not a tracescale study document", path=str(path))
+    if "before" in doc and "after" in doc:
+        raise InvalidTraceError(
+            "a compare document, not a study: `tracescale report` re-renders it; "
+            "compare and load take study documents (analyze --format json -o)",
+            path=str(path),
+        )
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise InvalidTraceError(
             f"study schema_version {doc.get('schema_version')} is not supported "
