@@ -265,3 +265,12 @@ def test_no_straggler_from_a_single_step() -> None:
     own = {0: [0.010], 1: [0.0099], 2: [0.014], 3: [0.010]}
     wait = {r: [0.014 - o for o in v] for r, v in own.items()}
     assert find_stragglers(_rows(own, wait)) == []
+
+
+def test_host_time_no_op_owns_is_said_to_be_untraced() -> None:
+    from tracescale.findings.common import names_clause
+
+    run: dict[str, Any] = {"breakdown_s": {"host": 0.047}, "top_ops": {"compute": []}}
+    assert names_clause(run, "host") == (
+        ", not inside any traced op (untraced Python or CPU work between ops)"
+    )

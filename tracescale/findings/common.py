@@ -93,6 +93,9 @@ def names_clause(run: dict[str, Any], cat: str, limit: int = 2) -> str:
     """', mostly `op` (64%) and `op2` (20%)' for a category's top contributors; when the
     shares are of the category on the ranks' own timelines and that differs from the category's
     attributed figure, the clause says of what they are."""
+    if cat == "host" and not top_ops(run, cat) and cat_time(run, cat) > 0:
+        # No traced op owns any of it (host time outside every op): say so, not nothing.
+        return ", not inside any traced op (untraced Python or CPU work between ops)"
     ops = [e for e in top_ops(run, cat) if (num(e.get("share")) or 0.0) >= 0.05][:limit]
     if not ops:
         return ""
