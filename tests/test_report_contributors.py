@@ -102,6 +102,23 @@ def test_serial_section_says_a_slowdown_and_marks_estimates() -> None:
     )
 
 
+def test_weak_scaling_has_no_amdahl_cap_column() -> None:
+    """In weak scaling the work grows with N: an Amdahl cap of 12.4x beside projected 31x
+    speedups would contradict them."""
+    sf = {"total": 0.081, "by_category": {"host": 0.081}, "ci90": [0.07, 0.09]}
+    study = {
+        "mode": "weak",
+        "runs": [{"world_size": 1}, {"world_size": 8}],
+        "scaling": {"serial_fraction": sf, "amdahl_limit": 12.4},
+    }
+    sec = serial_section(study)
+    assert sec.headers == ["Category", "Share of T(1)"]
+    assert all(len(r) == 2 for r in sec.rows) and "12.4x" not in str(sec.rows)
+    assert "Amdahl's cap does not apply" in sec.note
+    study["mode"] = "strong"
+    assert serial_section(study).headers[-1] == "Alone caps speedup at"
+
+
 def test_every_format_shows_the_new_sections() -> None:
     doc = json.loads((FIXTURES / "study_strong.json").read_text())
     study = doc["studies"][0]

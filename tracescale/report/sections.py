@@ -150,20 +150,23 @@ def serial_section(study: dict[str, Any]) -> Section:
         title += ": assumed, one run"
     sec = Section("serial", title)
     t1 = "Share of T(1)" + (" (T(1) est.)" if sf.get("t1_estimated") else "")
-    sec.headers = ["Category", t1, "Alone caps speedup at"]
+    # Amdahl's cap holds for a fixed global problem; in weak scaling the work grows with N
+    # (Gustafson), so a cap column would contradict the projected throughput speedups.
+    weak = str(study.get("mode")) == "weak"
+    sec.headers = ["Category", t1] + ([] if weak else ["Alone caps speedup at"])
     ordered = sorted(by_cat.items(), key=lambda kv: -(fmt.num(kv[1]) or 0.0))
     for c, f in ordered:
         v = fmt.num(f)
-        sec.rows.append([fmt.label(c), fmt.pct(v), fmt.cap(v)])
+        sec.rows.append([fmt.label(c), fmt.pct(v)] + ([] if weak else [fmt.cap(v)]))
     total = fmt.num(sf.get("total"))
-    sec.rows.append(
-        [
-            "Total",
-            f"{fmt.pct(total)} (90% CI {fmt.interval(sf.get('ci90'), fmt.pct)})",
-            fmt.times(sc.get("amdahl_limit")),
-        ]
-    )
+    total_row = ["Total", f"{fmt.pct(total)} (90% CI {fmt.interval(sf.get('ci90'), fmt.pct)})"]
+    sec.rows.append(total_row + ([] if weak else [fmt.times(sc.get("amdahl_limit"))]))
     notes = []
+    if weak:
+        notes.append(
+            "Weak scaling: the work grows with N, so Amdahl's cap does not apply (Gustafson); "
+            "the serial fraction slows throughput growth without capping it."
+        )
     if sf.get("source") == "replay":
         notes.append(
             "Total: T∞/T(1) from the replay (parallel work and transfers removed, launch "
