@@ -207,6 +207,10 @@ class ReplayOptions:
     gpus_per_node: int | None = None
     inter_node_bandwidth: float | None = None
     inter_node_latency: float | None = None
+    #: The per-rank results' cache also holds the representative ranks' graphs, so a cached
+    #: analyze reads no trace; ``cache_dir`` None is the default directory.
+    use_cache: bool = False
+    cache_dir: str | None = None
 
 
 def _replay(
@@ -238,7 +242,16 @@ def _replay(
         if path is None:
             continue
         try:
-            rr = replay_run(run, path, rank, rules, memory_budget=opts.memory_budget, steps=steps)
+            rr = replay_run(
+                run,
+                path,
+                rank,
+                rules,
+                memory_budget=opts.memory_budget,
+                steps=steps,
+                cache_dir=opts.cache_dir,
+                use_cache=opts.use_cache,
+            )
         except TracescaleError as exc:
             notes.append(f"replay of N={run.world_size} unavailable: {exc.message}")
             continue
@@ -388,7 +401,15 @@ def analyze(
         **parallel_options,
     )
     replay_opts = (
-        ReplayOptions(rules, memory_budget, gpus_per_node, inter_node_bandwidth, inter_node_latency)
+        ReplayOptions(
+            rules,
+            memory_budget,
+            gpus_per_node,
+            inter_node_bandwidth,
+            inter_node_latency,
+            use_cache=not parallel_options.get("no_cache", False),
+            cache_dir=parallel_options.get("cache_dir"),
+        )
         if replay
         else None
     )

@@ -169,7 +169,12 @@ class ResultCache:
             blob = encode(result, key.as_dict())
         except ValueError:
             return  # data this format cannot hold exactly is simply not cached
-        slot = os.path.join(self.directory, key.slot())
+        self.put_bytes(os.path.join(self.directory, key.slot()), blob)
+
+    def put_bytes(self, slot: str, blob: bytes) -> None:
+        """Write ``blob`` to ``slot`` (a file in this directory) atomically."""
+        if not self._writable:
+            return
         tmp = None
         try:
             os.makedirs(self.directory, exist_ok=True)

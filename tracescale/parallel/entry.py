@@ -54,7 +54,7 @@ class EntryError(ValueError):
     """An entry that is not exactly what this version writes (damaged, crafted or foreign)."""
 
 
-def _frame_schema(name: str, frame: pd.DataFrame, arrays: dict[str, Any]) -> dict[str, Any]:
+def frame_schema(name: str, frame: pd.DataFrame, arrays: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0:
         raise EntryError(f"{name}: index is not 0..n-1")
     if frame.index.step != 1:
@@ -107,7 +107,7 @@ def encode(result: RankResult, key: dict[str, Any]) -> bytes:
     for f in dataclasses.fields(result):
         value = getattr(result, f.name)
         if isinstance(value, pd.DataFrame):
-            frames[f.name] = _frame_schema(f.name, value, arrays)
+            frames[f.name] = frame_schema(f.name, value, arrays)
         elif isinstance(value, Segments):
             arrays[f.name + ".start"] = np.ascontiguousarray(value.start, dtype=np.int64)
             arrays[f.name + ".cat"] = np.ascontiguousarray(value.cat, dtype=np.int8)
@@ -123,6 +123,11 @@ def encode(result: RankResult, key: dict[str, Any]) -> bytes:
             k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sorted(arrays.items())
         },
     }
+    return pack(header, arrays)
+
+
+def pack(header: dict[str, Any], arrays: dict[str, Any]) -> bytes:
+    """MAGIC, checksum, the JSON ``header`` and ``arrays`` as stored ``.npy`` zip members."""
     head = json.dumps(header, sort_keys=True, allow_nan=True).encode()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
@@ -153,7 +158,7 @@ def read_header(blob: bytes) -> tuple[dict[str, Any], memoryview]:
     return header, body[8 + n :]
 
 
-def _arrays(header: dict[str, Any], payload: memoryview) -> dict[str, np.ndarray[Any, Any]]:
+def arrays_of(header: dict[str, Any], payload: memoryview) -> dict[str, np.ndarray[Any, Any]]:
     declared = header["arrays"]
     if not isinstance(declared, dict):
         raise EntryError("bad array table")
@@ -176,7 +181,9 @@ def _arrays(header: dict[str, Any], payload: memoryview) -> dict[str, np.ndarray
     return out
 
 
-def _frame(schema: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]) -> pd.DataFrame:
+def frame_from_schema(
+    schema: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]
+) -> pd.DataFrame:
     rows = int(schema["rows"])
     data: dict[str, Any] = {}
     names: list[str] = []
@@ -227,12 +234,12 @@ def decode(blob: bytes, key: dict[str, Any]) -> RankResult:
     if header.get("key") != key:
         raise EntryError("stale entry (key differs)")
     try:
-        arrays = _arrays(header, payload)
+        arrays = arrays_of(header, payload)
         frames, plain = header["frames"], header["fields"]
         names = [f.name for f in dataclasses.fields(RankResult)]
         if sorted(names) != sorted([*frames, *plain]):
             raise EntryError("fields differ from this version's RankResult")
-        values = {n: _frame(frames[n], arrays) for n in frames}
+        values = {n: frame_from_schema(frames[n], arrays) for n in frames}
         values.update({n: _restore(n, plain[n], arrays) for n in plain})
         return RankResult(**values)
     except EntryError:

@@ -16,6 +16,7 @@ from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
+from tracescale.replay.graph_store import GraphInput, cached_graph_input
 from tracescale.replay.variability import OffsetPool, arrival_offsets
 
 F64 = npt.NDArray[np.float64]
@@ -73,18 +74,29 @@ def replay_run(
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     steps: slice | None = None,
+    cache_dir: str | None = None,
+    use_cache: bool = False,
 ) -> RunReplay:
-    """Build and replay ``rank``'s graph (its trace file ``path`` is read once more).
+    """Build and replay ``rank``'s graph (its trace file ``path`` is read once more, unless
+    ``use_cache`` finds the graph under ``cache_dir``, the per-rank results' cache).
 
     ``steps`` is the selection already applied to ``run``; steps it left out have no measured
     time and are replayed (their work precedes the kept ones) but neither fitted nor projected.
     """
     del steps  # the run's rows already carry the selection
     rows = run.steps[run.steps["rank"] == rank]
-    trace = load_trace(path, memory_budget=memory_budget)
-    res = classify_rank(trace, rules, rank=rank)
-    win = find_steps(trace)
-    graph = build_graph(trace, win, res.collectives)
+
+    def build() -> GraphInput:
+        trace = load_trace(path, memory_budget=memory_budget)
+        res = classify_rank(trace, rules, rank=rank)
+        graph = build_graph(trace, find_steps(trace), res.collectives)
+        return GraphInput(graph, res.collectives, len(trace.meta.device_names))
+
+    if use_cache:
+        item = cached_graph_input(cache_dir, path, rank, rules.digest, memory_budget, build)
+    else:
+        item = build()
+    graph = item.graph
     replayed = replay(graph).step_time
     by_step = dict(zip(rows["step"].astype(int).tolist(), rows["duration"].tolist(), strict=True))
     measured = np.array([by_step.get(int(s), np.nan) for s in graph.step_numbers.tolist()])
@@ -100,7 +112,7 @@ def replay_run(
     all_c, pools = arrival_offsets(run, rank)
     mine = all_c[all_c["rank"] == rank] if len(all_c) else all_c
     gc = graph.collectives
-    own = res.collectives.reset_index(drop=True)
+    own = item.collectives.reset_index(drop=True)
     info = own.iloc[gc["row"].to_numpy()] if len(gc) else own.iloc[0:0]
     coll = pd.DataFrame(
         {
@@ -137,7 +149,7 @@ def replay_run(
         group_time=group_time,
         coll=coll,
         offsets=pools,
-        devices=len(trace.meta.device_names),
+        devices=item.devices,
         device_factor=_device_factor(run, rank),
     )
 
