@@ -27,7 +27,13 @@ from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
-from tracescale.replay.variability import Tail, expected_max, fit_tail
+from tracescale.replay.variability import (
+    Tail,
+    expected_max,
+    expected_max_of,
+    fit_tail,
+    split_systematic,
+)
 
 F64 = npt.NDArray[np.float64]
 _BOOT = 200
@@ -61,7 +67,7 @@ class ReplayStudy:
         default_factory=dict, compare=False, repr=False
     )
     _tails: dict[int, Tail | None] = field(default_factory=dict, compare=False, repr=False)
-    _cache: dict[tuple[int, int, float, float], tuple[float, float, float]] = field(
+    _cache: dict[tuple[int, int, float, float], tuple[float, float, float, float]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -75,9 +81,12 @@ class ReplayStudy:
         alt: bool = False,
         infinite: bool = False,
         comm_alt: bool = False,
-        tail_alt: bool = False,
+        tail_alt: int = 0,
     ) -> tuple[F64, float]:
-        """Node durations (seconds) of the base graph at world size ``n``; variability per step."""
+        """Node durations (seconds) of the base graph at world size ``n``; variability per step.
+
+        ``tail_alt``: -1/+1 take the low/high end of the slowest rank's growth (the upper
+        tail's uncertainty) instead of its point estimate."""
         base = self.base
         g = base.graph
         ref = base.world_size
@@ -104,11 +113,10 @@ class ReplayStudy:
                 t = tr * model_n / model_ref if model_ref > 0 else model_n
                 w = float(row.wait)
                 if int(row.group) > 1 and int(row.position) in base.offsets:
-                    shrink, grow, grow_tail = self._wait_terms(
+                    shrink, grow, grow_lo, grow_hi = self._wait_terms(
                         int(row.position), n, host_scale, dev_scale
                     )
-                    if tail_alt:
-                        grow = grow_tail
+                    grow = grow_lo if tail_alt < 0 else grow_hi if tail_alt > 0 else grow
                     if alt:  # the other reading: the whole spread is jitter of the device work
                         shrink = dev_scale
                     w = max(w * shrink + grow, 0.0)
@@ -133,9 +141,9 @@ class ReplayStudy:
 
     def _wait_terms(
         self, position: int, n: int, host_scale: float, dev_scale: float
-    ) -> tuple[float, float, float]:
-        """(factor on the measured wait, added growth, growth from the empirical draws alone)
-        at one position for ``n`` ranks.
+    ) -> tuple[float, float, float, float]:
+        """(factor on the measured wait, added growth, its low and high end) at one position
+        for ``n`` ranks.
 
         The spread of arrivals scales with the work that causes it; the expected slowest of
         ``n`` ranks grows over that of the measured ``N_max``.
@@ -148,22 +156,35 @@ class ReplayStudy:
         ref = self.base.world_size
         unscaled = pool.offsets(1.0, 1.0)
         scaled = pool.offsets(host_scale, dev_scale)
-        tail = self._tails.get(position)
-        if position not in self._tails:
-            tail = self._tails[position] = fit_tail(unscaled - pool.systematic)
         spread0 = expected_max(unscaled, pool.rank, ref) - float(np.mean(unscaled))
         spread1 = expected_max(scaled, pool.rank, ref) - float(np.mean(scaled))
         shrink = spread1 / spread0 if spread0 > 1e-12 else 1.0
-        # The point estimate extrapolates the upper tail beyond the largest draw (fitted,
-        # shape capped); the empirical distribution alone is the other end of the interval.
-        empirical = expected_max(scaled, pool.rank, n) - expected_max(scaled, pool.rank, ref)
-        grow = empirical
-        if tail is not None:
-            grow = expected_max(scaled, pool.rank, n, tail) - expected_max(
-                scaled, pool.rank, ref, tail
+        mu = split_systematic(unscaled, pool.rank)[0]
+        eps1, eps = unscaled - pool.systematic, scaled - pool.systematic
+        if position not in self._tails:
+            self._tails[position] = fit_tail(eps1)
+        tail = self._tails[position]
+
+        def growth(t: Tail | None) -> float:
+            return expected_max_of(mu, eps, n, t) - expected_max_of(mu, eps, ref, t)
+
+        empirical = growth(None)
+        if tail is None:
+            out = (shrink, empirical, empirical, empirical)
+        else:
+            # The fitted tail (shape capped) extrapolates beyond the largest draw. Its shape is
+            # poorly known from a few hundred draws and E[max of N] grows like N^shape, so the
+            # interval spans the bootstrap refits (uncapped) and the empirical draws alone.
+            point = growth(tail)
+            boot = np.array([growth(t) for t in tail.refits()])
+            low, high = (
+                (float(x) for x in np.percentile(boot, [5.0, 95.0]))
+                if len(boot)
+                else (point, point)
             )
-        self._cache[key] = (shrink, grow, empirical)
-        return shrink, grow, empirical
+            out = (shrink, point, min(low, empirical, point), max(high, point))
+        self._cache[key] = out
+        return out
 
     def project(self, n: int, seed: int = 0) -> ReplayPoint:
         """Projected step at ``n`` ranks with its interval (cached: the curve repeats targets)."""
@@ -188,11 +209,14 @@ class ReplayStudy:
         # of the same method projecting the next-largest run to the largest (at least 1%).
         per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
         u = per_doubling * doublings
-        t_tail = float(
-            np.mean(replay(self.base.graph, self.durations(n, tail_alt=True)[0]).step_time[kept])
-        )
-        lo = min(float(lo), t_alt, t_comm, t_tail, t / (1 + u), t)
-        hi = max(float(hi), t_alt, t_comm, t_tail, t * (1 + u), t)
+        t_tail = [
+            float(
+                np.mean(replay(self.base.graph, self.durations(n, tail_alt=k)[0]).step_time[kept])
+            )
+            for k in (-1, 1)
+        ]
+        lo = min(float(lo), t_alt, t_comm, *t_tail, t / (1 + u), t)
+        hi = max(float(hi), t_alt, t_comm, *t_tail, t * (1 + u), t)
         return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
 
     def _cv_share(self) -> float:

@@ -33,13 +33,14 @@ class OffsetPool:
     systematic: F64  # the rank's mean offset when ranks differ beyond noise, else 0 (kept)
     host: F64  # random part explained by the rank's own host delay in that step
     rest: F64  # the remainder (device jitter)
+    beta: float = 0.0  # offset per second of the rank's own host delay (host = beta * delay)
 
     def offsets(self, host_scale: float, dev_scale: float) -> F64:
         out = self.systematic + self.host * host_scale + self.rest * dev_scale
         return np.asarray(out, dtype=np.float64)
 
 
-def _split(offsets: F64, rank: I64) -> tuple[F64, F64]:
+def split_systematic(offsets: F64, rank: I64) -> tuple[F64, F64]:
     """(per-rank systematic offsets in rank order, pooled random part)."""
     ranks, inv = np.unique(rank, return_inverse=True)
     counts = np.bincount(inv).astype(np.float64)
@@ -53,39 +54,70 @@ def _split(offsets: F64, rank: I64) -> tuple[F64, F64]:
 
 
 #: Samples needed before the upper tail is extrapolated by a generalized Pareto fit.
-_TAIL_MIN_SAMPLES = 100
+TAIL_MIN_SAMPLES = 100
 _TAIL_QUANTILE = 0.8
+_TAIL_MIN_EXCEEDANCES = 20
+#: The point fit's shape is capped here: one extreme draw in a few hundred yields larger shapes
+#: that would dominate E[max] at large N. The bootstrap refits that set the interval are only
+#: bounded below 1 (a GPD shape >= 1 has no finite mean).
 _MAX_SHAPE = 0.3
+_MAX_BOOT_SHAPE = 0.9
+#: Bootstrap refits of the tail: the shape sets E[max of N] ~ N^shape, so its uncertainty
+#: dominates the interval of the slowest rank at large N.
+_TAIL_BOOT = 100
 
 
 @dataclass(frozen=True)
 class Tail:
     """Generalized Pareto tail above the ``_TAIL_QUANTILE`` of a pool's random part, in units
-    of that part's standard deviation (so it can be rescaled with the work behind it)."""
+    of that part's standard deviation (so it can be rescaled with the work behind it).
+    ``boot``: (shape, scale) refitted on bootstrap resamples of the pool."""
 
     shape: float
     scale: float  # / std
+    boot: tuple[tuple[float, float], ...] = ()
+
+    def refits(self) -> list[Tail]:
+        """The bootstrap refits as tails of their own."""
+        return [Tail(sh, sc) for sh, sc in self.boot]
 
 
-def fit_tail(eps: F64) -> Tail | None:
-    """The upper tail of ``eps`` (None with too few samples): E[max of N] for N beyond the
-    number of samples needs draws larger than any measured one."""
+def _gpd(z: F64, max_shape: float = _MAX_SHAPE) -> tuple[float, float] | None:
+    """(shape, scale) of the exceedances of ``z`` over its ``_TAIL_QUANTILE``."""
     from scipy.stats import genpareto
 
-    sd = float(np.std(eps))
-    if len(eps) < _TAIL_MIN_SAMPLES or sd <= 0:
-        return None
-    z = eps / sd
     u = float(np.quantile(z, _TAIL_QUANTILE))
     exc = z[z > u] - u
-    if len(exc) < 20 or float(exc.max()) <= 0:
+    if len(exc) < _TAIL_MIN_EXCEEDANCES or float(exc.max()) <= 0:
         return None
     shape, _, scale = genpareto.fit(exc, floc=0.0)
     if not (np.isfinite(shape) and np.isfinite(scale)) or scale <= 0:
         return None
-    # A shape above 0.3 (tails heavier than a lognormal's at these sample sizes) is what one
-    # extreme draw in a few hundred produces; it would dominate E[max] at large N.
-    return Tail(float(min(max(shape, -0.5), _MAX_SHAPE)), float(scale))
+    return float(min(max(shape, -0.5), max_shape)), float(scale)
+
+
+def fit_tail(eps: F64, boot: int = _TAIL_BOOT, seed: int = 0) -> Tail | None:
+    """The upper tail of ``eps`` (None with too few samples): E[max of N] for N beyond the
+    number of samples needs draws larger than any measured one. With ``boot`` > 0 the sample
+    is resampled and refitted for the spread of the shape."""
+    sd = float(np.std(eps))
+    if len(eps) < TAIL_MIN_SAMPLES or sd <= 0:
+        return None
+    z = np.asarray(eps, dtype=np.float64) / sd
+    point = _gpd(z)
+    if point is None:
+        return None
+    if boot <= 0:
+        return Tail(*point)
+    rng = np.random.default_rng(seed)
+    fits = []
+    for _ in range(boot):
+        got = _gpd(rng.choice(z, size=len(z), replace=True), _MAX_BOOT_SHAPE)
+        if got is not None:
+            fits.append(got)
+    if len(fits) < boot // 2:
+        return Tail(*point)
+    return Tail(point[0], point[1], tuple(fits))
 
 
 def _cdf_points(e: F64, tail: Tail | None, n: int) -> tuple[F64, F64]:
@@ -113,7 +145,12 @@ def expected_max(offsets: F64, rank: I64, n: int, tail: Tail | None = None) -> f
     the median one. The maximum's CDF is the product of the ranks' CDFs on the support points;
     with ``tail`` the random part's upper tail is the fitted generalized Pareto one.
     """
-    mu_all, eps = _split(offsets, rank)
+    mu_all, eps = split_systematic(offsets, rank)
+    return expected_max_of(mu_all, eps, n, tail)
+
+
+def expected_max_of(mu_all: F64, eps: F64, n: int, tail: Tail | None = None) -> float:
+    """E[max over n ranks of (systematic offset ``mu_all`` in rank order + a draw of ``eps``)]."""
     if len(eps) == 0 or n < 1:
         return 0.0
     mu = mu_all[:n]
@@ -163,7 +200,7 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[pd.DataFrame, dict[in
     for k, g in c.groupby("position"):
         o = g["offset"].to_numpy(dtype=np.float64)
         r = g["rank"].to_numpy(dtype=np.int64)
-        mu, _ = _split(o, r)
+        mu, _ = split_systematic(o, r)
         _, inv = np.unique(r, return_inverse=True)
         systematic = mu[inv] if np.any(mu) else np.zeros(len(o))
         rand = o - systematic
@@ -172,5 +209,5 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[pd.DataFrame, dict[in
         denom = float(np.dot(d, d))
         beta = min(max(float(np.dot(d, rand)) / denom, 0.0), 1.0) if denom > 0 else 0.0
         host = beta * d
-        pools[int(k)] = OffsetPool(r, systematic, host, rand - host)
+        pools[int(k)] = OffsetPool(r, systematic, host, rand - host, beta)
     return c, pools
