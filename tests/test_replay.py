@@ -14,7 +14,7 @@ from tracescale.ingest.steps import find_steps
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, SYNC, algo_of, build_graph
 from tracescale.replay.laws import fit_law
-from tracescale.replay.variability import expected_max
+from tracescale.replay.variability import expected_max, fit_tail
 
 NO_COLL = pd.DataFrame(columns=["start_ns", "end_ns", "collective", "seq", "group_size"])
 
@@ -154,3 +154,15 @@ def test_laws_pick_the_form_the_data_follow() -> None:
 def test_algorithm_and_protocol_are_whole_tokens(name: str, label: str) -> None:
     # The "ll" of AllReduce/AllGather is not the LL protocol; a missing token stays missing.
     assert algo_of(name) == label
+
+
+def test_tail_refits_span_a_shape_one_fit_cannot_pin_down() -> None:
+    # 300 Lomax draws of tail index 0.45: the capped point fit stays at or below 0.3, the
+    # bootstrap refits (bounded only below 1) reach past it, so the interval can hold the truth.
+    draws = 2.0 * np.random.default_rng(3).pareto(2.2, size=300)
+    tail = fit_tail(draws - draws.mean(), boot=40)
+    assert tail is not None
+    assert tail.shape <= 0.3
+    shapes = sorted(t.shape for t in tail.refits())
+    assert len(shapes) >= 20
+    assert shapes[-1] > 0.3 and shapes[0] < tail.shape
