@@ -296,30 +296,76 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
     # Device nodes, stream by stream.
     dev = ev.is_device & ~skip_dev[ev.cat] & in_window & (ev.stream >= 0)
     dev_idx = np.flatnonzero(dev)
-    streams = sorted(
-        {(int(d), int(s)) for d, s in zip(ev.device[dev_idx], ev.stream[dev_idx], strict=True)}
-    )
-    stream_res = {k: n_host + j for j, k in enumerate(streams)}
     corr_call = {int(ev.correlation[i]): i for i in call_node if ev.correlation[i] >= 0}
-    dev_node: dict[int, int] = {}
-    for i in dev_idx.tolist():
-        nm = strings[ev.name[i]]
-        r = stream_res[(int(ev.device[i]), int(ev.stream[i]))]
-        is_coll = coll_event[i] >= 0
-        node = b.add(DCOLL if is_coll else DEV, r, int(ev.start[i]), int(ev.dur[i]),
-                     "collective" if is_coll else "kernel:" + nm, i)  # fmt: skip
-        if is_coll:
-            b.cols["coll"][node] = int(coll_event[i])
-        call = corr_call.get(int(ev.correlation[i]), -1) if ev.correlation[i] >= 0 else -1
-        if call >= 0 and host_prev.get(call_node[call], -1) >= 0:
-            b.cols["dep"][node] = host_prev[call_node[call]]
-            b.cols["lag"][node] = int(ev.start[i]) - int(ev.start[call])
-        else:
-            b.cols["release"][node] = int(ev.start[i])
-        dev_node[i] = node
+    dev_node = _device_nodes(trace, b, dev_idx, n_host, coll_event, corr_call, call_node, host_prev)
     _cross_stream(trace, b, dev_node, call_node, corr_call, launched)
     _syncs(trace, b, dev_node, call_node, launched)
     return _freeze(trace, b, win, step_first, step_last, launched)
+
+
+def _device_nodes(
+    trace: RankTrace,
+    b: _Builder,
+    dev_idx: I64,
+    n_host: int,
+    coll_event: I64,
+    corr_call: dict[int, int],
+    call_node: dict[int, int],
+    host_prev: dict[int, int],
+) -> dict[int, int]:
+    """Append one node per device event in ``dev_idx`` (in that order), whole arrays at once:
+    a rank has millions of kernels, and per-event Python here dominated building the graph."""
+    ev, strings = trace.events, trace.strings
+    m = len(dev_idx)
+    first = len(b.cols["kind"])
+    if m == 0:
+        return {}
+    # Streams in sorted (device, stream) order, after the host threads.
+    pairs = np.stack([ev.device[dev_idx].astype(np.int64), ev.stream[dev_idx].astype(np.int64)], 1)
+    _, stream_of = np.unique(pairs, axis=0, return_inverse=True)
+    res = n_host + stream_of.reshape(-1).astype(np.int64)
+    coll = coll_event[dev_idx]
+    is_coll = coll >= 0
+    start = ev.start[dev_idx].astype(np.int64)
+    # Law groups numbered in order of first appearance, as one node at a time would number them.
+    code = np.where(is_coll, -1, ev.name[dev_idx].astype(np.int64))
+    uniq, first_at, inverse = np.unique(code, return_index=True, return_inverse=True)
+    gid = np.empty(len(uniq), dtype=np.int64)
+    for u in np.argsort(first_at, kind="stable").tolist():
+        c = int(uniq[u])
+        label = "collective" if c < 0 else "kernel:" + strings[c]
+        gid[u] = b.groups.setdefault(label, len(b.groups))
+    # Launch edges: the host node before the launching call, with the measured latency.
+    keys = np.fromiter(corr_call.keys(), dtype=np.int64, count=len(corr_call))
+    calls = np.fromiter(corr_call.values(), dtype=np.int64, count=len(corr_call))
+    prev_of_call = np.array(
+        [host_prev.get(call_node[c], -1) for c in calls.tolist()], dtype=np.int64
+    )
+    by_key = np.argsort(keys, kind="stable")
+    keys, calls, prev_of_call = keys[by_key], calls[by_key], prev_of_call[by_key]
+    corr = ev.correlation[dev_idx].astype(np.int64)
+    pos = np.clip(np.searchsorted(keys, corr), 0, max(len(keys) - 1, 0))
+    found = (corr >= 0) & (len(keys) > 0)
+    if len(keys):
+        found &= keys[pos] == corr
+    prev = np.where(found, prev_of_call[pos] if len(keys) else -1, -1)
+    linked = prev >= 0
+    call_start = ev.start[calls[pos]] if len(keys) else np.zeros(m, dtype=np.int64)
+    cols = b.cols
+    cols["kind"].extend(np.where(is_coll, DCOLL, DEV).tolist())
+    cols["res"].extend(res.tolist())
+    cols["start"].extend(start.tolist())
+    cols["dur"].extend(ev.dur[dev_idx].astype(np.int64).tolist())
+    cols["dep"].extend(np.where(linked, prev, -1).tolist())
+    cols["lag"].extend(np.where(linked, start - call_start, 0).tolist())
+    cols["dep2"].extend([-1] * m)
+    cols["fixed"].extend([0] * m)
+    cols["tail"].extend([0] * m)
+    cols["release"].extend(np.where(linked, -(2**62), start).tolist())
+    cols["group"].extend(gid[inverse.reshape(-1)].tolist())
+    cols["coll"].extend(np.where(is_coll, coll, -1).tolist())
+    cols["event"].extend(dev_idx.tolist())
+    return dict(zip(dev_idx.tolist(), range(first, first + m), strict=True))
 
 
 def _cross_stream(
