@@ -97,3 +97,20 @@ def test_graph_key_changes_with_file_and_rank(tmp_path: Path) -> None:
     trace.write_text("{ }")
     assert graph_key(str(trace), 0, "r", 1) != k0
     assert graph_key(str(tmp_path / "missing.json"), 0, "r", 1) is None
+
+
+def test_stream_index_finds_what_a_scan_finds() -> None:
+    from tracescale.replay.graph import _StreamIndex
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 7, 60):
+        streams = rng.choice(np.array([3, 7, 13], dtype=np.int64), size=n)
+        ix = _StreamIndex.of(streams)
+        for s in (3, 7, 13, 99):
+            for j in range(n + 2):
+                after = np.flatnonzero(streams[j:] == s)
+                assert ix.first_from(s, j) == (j + int(after[0]) if after.size else -1)
+                same = np.flatnonzero(streams[:j] == s)
+                other = np.flatnonzero(streams[:j] != s)
+                assert ix.last_before(j, s, other=False) == (int(same[-1]) if same.size else -1)
+                assert ix.last_before(j, s, other=True) == (int(other[-1]) if other.size else -1)

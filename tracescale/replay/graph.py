@@ -22,6 +22,7 @@ measured return latency).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,20 +139,60 @@ class _Builder:
         }  # fmt: skip
         self.groups: dict[str, int] = {}
 
-    def add(self, kind: int, res: int, start: int, dur: int, group: str, event: int) -> int:
-        c = self.cols
-        c["kind"].append(kind)
-        c["res"].append(res)
-        c["start"].append(start)
-        c["dur"].append(dur)
-        for k in ("dep", "dep2", "coll"):
-            c[k].append(-1)
-        for k in ("lag", "fixed", "tail"):
-            c[k].append(0)
-        c["release"].append(-(2**62))
-        c["group"].append(self.groups.setdefault(group, len(self.groups)))
-        c["event"].append(event)
-        return len(c["kind"]) - 1
+
+def _host_nodes(
+    b: _Builder,
+    res: int,
+    split: list[tuple[int, int, int]],
+    gap_names: Iterator[str],
+    trace: RankTrace,
+    coll_event: I64,
+    call_node: dict[int, int],
+    host_prev: dict[int, int],
+) -> None:
+    """Append one thread's chain of host nodes (gaps and calls, in time order) column by
+    column: the per-node appends of thirteen columns were most of the graph's build time."""
+    m = len(split)
+    if m == 0:
+        return
+    strings, names = trace.strings, trace.events.name
+    first = len(b.cols["kind"])
+    kinds: list[int] = []
+    labels: list[str] = []
+    colls: list[int] = []
+    for _s, _e, i in split:
+        if i < 0:
+            kinds.append(GAP)
+            labels.append("gap:" + next(gap_names))
+            colls.append(-1)
+        elif coll_event[i] >= 0:
+            kinds.append(HCOLL)
+            labels.append("collective")
+            colls.append(int(coll_event[i]))
+        else:
+            nm = strings[names[i]]
+            kinds.append(SYNC if nm in _SYNC_CALLS else CALL)
+            labels.append("call:" + nm)
+            colls.append(-1)
+    groups = b.groups
+    cols = b.cols
+    cols["kind"].extend(kinds)
+    cols["res"].extend([res] * m)
+    cols["start"].extend([s for s, _, _ in split])
+    cols["dur"].extend([e - s for s, e, _ in split])
+    cols["dep"].extend([-1] * m)
+    cols["dep2"].extend([-1] * m)
+    cols["coll"].extend(colls)
+    cols["lag"].extend([0] * m)
+    cols["fixed"].extend([0] * m)
+    cols["tail"].extend([0] * m)
+    cols["release"].extend([split[0][0]] + [-(2**62)] * (m - 1))
+    cols["group"].extend([groups.setdefault(lb, len(groups)) for lb in labels])
+    cols["event"].extend([i if i >= 0 else -1 for _, _, i in split])
+    for k, (_s, _e, i) in enumerate(split):
+        if i >= 0:
+            call_node[i] = first + k
+        host_prev[first + k] = first + k - 1 if k else -1
 
 
 def _coll_rows(trace: RankTrace, coll: pd.DataFrame) -> dict[tuple[int, int], int]:
@@ -265,24 +306,7 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
         gap_names = iter(
             _innermost(ev.start[ops], end[ops], [names[n] for n in ev.name[ops].tolist()], gap_mid)
         )
-        prev = -1
-        for s, e, i in split:
-            if i < 0:
-                node = b.add(GAP, res, s, e - s, "gap:" + next(gap_names), -1)
-            else:
-                nm = strings[ev.name[i]]
-                if coll_event[i] >= 0:
-                    node = b.add(HCOLL, res, s, e - s, "collective", i)
-                    b.cols["coll"][node] = int(coll_event[i])
-                else:
-                    node = b.add(
-                        SYNC if nm in _SYNC_CALLS else CALL, res, s, e - s, "call:" + nm, i
-                    )
-                call_node[i] = node
-            if prev < 0:
-                b.cols["release"][node] = s
-            host_prev[node] = prev
-            prev = node
+        _host_nodes(b, res, split, gap_names, trace, coll_event, call_node, host_prev)
         if is_main:
             starts = [s for s, _, _ in split]
             ends_ = [e for _, e, _ in split]
@@ -385,6 +409,7 @@ def _cross_stream(
     order = np.argsort(d_launch, kind="stable")
     d_idx, d_launch = d_idx[order], d_launch[order]
     d_stream = ev.stream[d_idx]
+    ix = _StreamIndex.of(d_stream)
     covered: set[int] = set()
     sync_cat = trace.string_id("cuda_sync")
     waits: list[int] = []
@@ -401,7 +426,7 @@ def _cross_stream(
         rec = corr_call.get(int(ev.wait_on_corr[w]), -1) if ev.wait_on_corr[w] >= 0 else -1
         if rec >= 0:
             limit = int(ev.start[rec])
-        _link(b, dev_node, d_idx, d_launch, d_stream, int(ev.start[call]), limit,
+        _link(b, dev_node, d_idx, d_launch, ix, int(ev.start[call]), limit,
               int(ev.stream[w]), int(ev.wait_on_stream[w]))  # fmt: skip
     wait_calls = [i for i in call_node if strings[ev.name[i]] in _WAIT_CALLS and i not in covered]
     if not wait_calls:
@@ -416,7 +441,50 @@ def _cross_stream(
         target_stream = int(d_stream[j])
         k = int(np.searchsorted(rec_start, t, side="left")) - 1
         limit = int(rec_start[k]) if k >= 0 else t
-        _link(b, dev_node, d_idx, d_launch, d_stream, t, limit, target_stream, -1)
+        _link(b, dev_node, d_idx, d_launch, ix, t, limit, target_stream, -1)
+
+
+@dataclass(frozen=True)
+class _StreamIndex:
+    """Device nodes in launch order, indexed per stream, so each stream-wait edge is found by
+    binary search instead of a scan of every kernel (waits x kernels was quadratic)."""
+
+    stream: I64
+    positions: dict[int, I64]
+    #: per position x: the last position <= x on another stream than x's, -1 when none.
+    other_before: I64
+
+    @classmethod
+    def of(cls, d_stream: I64) -> _StreamIndex:
+        n = len(d_stream)
+        order = np.argsort(d_stream, kind="stable")
+        cuts = np.flatnonzero(np.diff(d_stream[order])) + 1
+        positions = {int(d_stream[c[0]]): c for c in np.split(order, cuts) if len(c)}
+        change = np.ones(n, dtype=np.bool_)
+        change[1:] = d_stream[1:] != d_stream[:-1]
+        run_start = np.maximum.accumulate(np.where(change, np.arange(n), 0))
+        return cls(d_stream, positions, (run_start - 1).astype(np.int64))
+
+    def first_from(self, stream: int, j: int) -> int:
+        """First position >= ``j`` on ``stream``, -1 when none."""
+        p = self.positions.get(stream)
+        if p is None:
+            return -1
+        q = int(np.searchsorted(p, j, side="left"))
+        return int(p[q]) if q < len(p) else -1
+
+    def last_before(self, k: int, stream: int, other: bool) -> int:
+        """Last position < ``k`` on ``stream`` (on any other stream when ``other``), -1."""
+        if other:
+            x = min(k, len(self.stream)) - 1
+            if x < 0:
+                return -1
+            return x if int(self.stream[x]) != stream else int(self.other_before[x])
+        p = self.positions.get(stream)
+        if p is None:
+            return -1
+        q = int(np.searchsorted(p, k, side="left")) - 1
+        return int(p[q]) if q >= 0 else -1
 
 
 def _link(
@@ -424,7 +492,7 @@ def _link(
     dev_node: dict[int, int],
     d_idx: I64,
     d_launch: I64,
-    d_stream: I64,
+    ix: _StreamIndex,
     wait_t: int,
     limit: int,
     stream: int,
@@ -433,17 +501,18 @@ def _link(
     """First kernel on ``stream`` launched after ``wait_t`` waits for the last kernel launched
     before ``limit`` on ``producer_stream`` (any other stream when -1)."""
     j = int(np.searchsorted(d_launch, wait_t, side="left"))
-    after = np.flatnonzero(d_stream[j:] == stream)
-    if after.size == 0:
+    first = ix.first_from(stream, j)
+    if first < 0:
         return
-    consumer = dev_node[int(d_idx[j + int(after[0])])]
+    consumer = dev_node[int(d_idx[first])]
     k = int(np.searchsorted(d_launch, limit, side="left"))
-    before = d_stream[:k]
-    ok = before == producer_stream if producer_stream >= 0 else before != stream
-    cand = np.flatnonzero(ok)
-    if cand.size == 0:
+    if producer_stream >= 0:
+        last = ix.last_before(k, producer_stream, other=False)
+    else:
+        last = ix.last_before(k, stream, other=True)
+    if last < 0:
         return
-    producer = dev_node[int(d_idx[int(cand[-1])])]
+    producer = dev_node[int(d_idx[last])]
     old = b.cols["dep2"][consumer]
     if old < 0 or b.cols["start"][producer] + b.cols["dur"][producer] > (
         b.cols["start"][old] + b.cols["dur"][old]
