@@ -294,10 +294,17 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
         ops = ops[op_order]
         edges = np.unique(np.concatenate([ev.start[ops], end[ops], np.asarray(bounds, np.int64)]))
         split: list[tuple[int, int, int]] = []
+        # Where each gap's op boundaries lie, for all gaps in one search.
+        gap_bounds = np.array([(s, e) for s, e, i in pieces if i < 0], dtype=np.int64).reshape(
+            -1, 2
+        )
+        lo_at = iter(np.searchsorted(edges, gap_bounds[:, 0], side="right").tolist())
+        hi_at = iter(np.searchsorted(edges, gap_bounds[:, 1], side="right").tolist())
+        edge_list = edges.tolist()
         for s, e, i in pieces:
             if i < 0:
-                a, z = np.searchsorted(edges, [s, e], side="right")
-                cuts = [x for x in edges[a:z].tolist() if s < x < e]
+                a, z = next(lo_at), next(hi_at)
+                cuts = [x for x in edge_list[a:z] if s < x < e]
                 for a, z in zip([s, *cuts], [*cuts, e], strict=True):
                     split.append((a, z, -1))
             else:
