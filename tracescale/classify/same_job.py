@@ -72,7 +72,7 @@ def _coverage(a: JobSignature, common: set[str]) -> float:
 
 
 def _top(sig: JobSignature, names: set[str], k: int = 3) -> str:
-    ranked = sorted(names, key=lambda n: -sig.op_seconds.get(n, 0.0))[:k]
+    ranked = sorted(names, key=lambda n: (-sig.op_seconds.get(n, 0.0), n))[:k]  # ties by name
     return ", ".join(ranked) + (f" (+{len(names) - k} more)" if len(names) > k else "")
 
 

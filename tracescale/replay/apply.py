@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tracescale.replay.comm import INTER
 from tracescale.replay.project import ReplayStudy, bootstrap_mean, tier_warning
 from tracescale.replay.run import RunReplay
@@ -35,10 +37,30 @@ def _speedup(t_base: float, t: float, base_n: int, n: int, mode: str) -> float:
     return (n / base_n if mode == "weak" else 1.0) * t_base / t
 
 
+def _base_interval(study: ReplayStudy, t_base: float, base_n: int) -> tuple[float, float]:
+    """90% interval of the baseline's measured mean step, as a bootstrap over its replayed
+    rank's steps gives it relative to their mean: a speedup divides by a measured, noisy
+    baseline, so its interval carries that noise as well as the projection's."""
+    for run in study.runs:
+        if run.world_size == base_n and run.kept.any():
+            steps = run.measured[run.kept]
+            mean = float(np.mean(steps))
+            if mean <= 0:
+                break
+            lo, hi = bootstrap_mean(steps, 0)
+            return min(t_base * lo / mean, t_base), max(t_base * hi / mean, t_base)
+    return t_base, t_base
+
+
 def _update(
-    p: dict[str, Any], study: ReplayStudy, t_base: float, base_n: int, mode: str
+    p: dict[str, Any],
+    study: ReplayStudy,
+    base: tuple[float, float, float],
+    base_n: int,
+    mode: str,
 ) -> str | None:
     n = int(p["world_size"])
+    t_base, base_lo, base_hi = base
     pt = study.project(n)
     closed = float(p["step_time_s"])
     t = pt.step_time_s
@@ -47,8 +69,8 @@ def _update(
     p["speedup"] = _speedup(t_base, t, base_n, n, mode)
     p["efficiency"] = p["speedup"] * base_n / n
     p["ci90"] = [pt.ci90[0], pt.ci90[1]]
-    p["speedup_ci90"] = [_speedup(t_base, pt.ci90[1], base_n, n, mode),
-                         _speedup(t_base, pt.ci90[0], base_n, n, mode)]  # fmt: skip
+    p["speedup_ci90"] = [_speedup(base_lo, pt.ci90[1], base_n, n, mode),
+                         _speedup(base_hi, pt.ci90[0], base_n, n, mode)]  # fmt: skip
     total = sum(p["breakdown_s"].values())
     if total > 0:
         p["breakdown_s"] = {c: v * t / total for c, v in p["breakdown_s"].items()}
@@ -124,9 +146,10 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     base_n = int(scaling["baseline_world_size"])
     t_base = float(points[0]["step_time_s"])
     warnings: list[str] = []
+    base = (t_base, *_base_interval(study, t_base, base_n))
     for key in ("projections", "curve"):
         for p in scaling.get(key, []):
-            w = _update(p, study, t_base, base_n, mode)
+            w = _update(p, study, base, base_n, mode)
             if w and key == "projections":
                 warnings.append(w)
     targets = [int(p["world_size"]) for p in scaling.get("projections", [])]
