@@ -26,6 +26,7 @@ from tracescale.ingest.discover import RunSpec, StudySpec, discover
 from tracescale.ingest.group import pooled_windows_note
 from tracescale.parallel import RankTask, TaskError, run_tasks
 from tracescale.scaling import analyze_scaling
+from tracescale.scaling.result import synced_with
 from tracescale.study import Study, make_document, run_to_dict
 
 _STEPS_HELP = (
@@ -310,6 +311,7 @@ def analyze_study(
     run_dicts = [run_to_dict(r) for r in runs]
     if replay is not None:
         warnings.extend(_replay(spec, results, runs, run_dicts, sdict, replay, steps))
+        scaling = synced_with(scaling, sdict)
     entry: dict[str, Any] = {
         "path": spec.path,
         "mode": scaling.mode,

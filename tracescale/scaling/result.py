@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -295,3 +295,45 @@ class ScalingResult:
                 "bootstrap": {"seed": self.seed, "replicates": self.n_boot},
             }
         )
+
+
+def _projection_from(p: Projection, d: Mapping[str, Any]) -> Projection:
+    return replace(
+        p,
+        step_time_s=float(d["step_time_s"]),
+        speedup=float(d["speedup"]),
+        efficiency=float(d["efficiency"]),
+        ci90=(float(d["ci90"][0]), float(d["ci90"][1])),
+        speedup_ci90=(float(d["speedup_ci90"][0]), float(d["speedup_ci90"][1])),
+        breakdown_s={str(k): float(v) for k, v in d["breakdown_s"].items()},
+    )
+
+
+def synced_with(result: ScalingResult, doc: Mapping[str, Any]) -> ScalingResult:
+    """``result`` with what a later stage (the replay) rewrote in its ``"scaling"`` document:
+    the serial fraction, the Amdahl limit, the optimum and the projected points. The typed
+    result a caller gets never disagrees with the JSON it is saved as."""
+    sf = doc["serial_fraction"]
+    serial = replace(
+        result.serial_fraction,
+        total=float(sf["total"]),
+        ci90=(float(sf["ci90"][0]), float(sf["ci90"][1])),
+        by_category={str(k): float(v) for k, v in sf["by_category"].items()},
+        t1_s=float(sf.get("t1_s", result.serial_fraction.t1_s)),
+    )
+    by_n = {int(d["world_size"]): d for d in doc.get("projections", [])}
+    curve_n = {int(d["world_size"]): d for d in doc.get("curve", [])}
+    return replace(
+        result,
+        serial_fraction=serial,
+        amdahl_limit=doc.get("amdahl_limit"),
+        optimal_world_size=doc.get("optimal_world_size"),
+        projections=tuple(
+            _projection_from(p, by_n[p.world_size]) if p.world_size in by_n else p
+            for p in result.projections
+        ),
+        curve=tuple(
+            _projection_from(p, curve_n[p.world_size]) if p.world_size in curve_n else p
+            for p in result.curve
+        ),
+    )
