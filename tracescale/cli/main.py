@@ -34,7 +34,7 @@ _SUBCOMMANDS = {
 SUMMARIES = {
     "inspect": "What the traces under PATH contain: ranks, steps, GPUs, collectives, warnings.",
     "analyze": "Where each step's time goes and how far the job scales, for the traces under PATH.",
-    "report": "Render a study saved with `analyze --format json -o study.json`.",
+    "report": "Render a document saved with `analyze` or `compare` `--format json -o doc.json`.",
     "compare": "Compare BEFORE and AFTER (trace folders or saved study JSON), run by run.",
     "simulate": "Write PyTorch Profiler (Kineto) traces of a simulated data-parallel training job"
     " at several GPU counts, one .pt.trace.json.gz per rank in OUT/ws{N}/, plus OUT/truth.json"
