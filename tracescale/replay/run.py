@@ -14,6 +14,7 @@ from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import RuleSet
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.steps import find_steps
+from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
@@ -87,7 +88,8 @@ def replay_run(
     rows = run.steps[run.steps["rank"] == rank]
 
     def build() -> GraphInput:
-        trace = load_trace(path, memory_budget=memory_budget)
+        with local_copy(path) as local:  # a URL (s3://, memory://) is read as the map step does
+            trace = load_trace(local, memory_budget=memory_budget)
         res = classify_rank(trace, rules, rank=rank)
         graph = build_graph(trace, find_steps(trace), res.collectives)
         return GraphInput(graph, res.collectives, len(trace.meta.device_names))
