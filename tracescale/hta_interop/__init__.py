@@ -4,7 +4,10 @@ HTA users already hold their traces as one pandas frame per rank
 (``hta.trace_analysis.TraceAnalysis``); :func:`from_hta` turns those frames into tracescale's
 columnar :class:`~tracescale.ingest.trace.RankTrace` (µs -> int64 ns, :mod:`.convert`) and runs
 the same classify -> per-run merge -> scaling -> document path as ``tracescale analyze``
-(:mod:`.study`). :func:`to_hta_frames` goes the other way (:mod:`.frames`). HTA itself
+(:mod:`.study`), except the replay: HTA's frames are no rank files to rebuild an execution
+graph from, so ``from_hta`` projects with the closed-form per-category model (the one
+``analyze`` keeps beside its replayed headline as ``closed_form_total``). :func:`to_hta_frames`
+goes the other way (:mod:`.frames`). HTA itself
 (package ``traceinsight``, import name ``hta``) is never imported here.
 
 **HTA-compatible figures.** Every study JSON carries, per GPU rank, ``gpu_idle_pct`` and
