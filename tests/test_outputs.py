@@ -73,6 +73,18 @@ def test_refuses_the_real_hta_trace_unzipped(tmp_path, capsys, study_json, share
     assert code == 2 and target.read_bytes() == before and "existing trace" in err
 
 
+def test_analyze_output_never_replaces_a_trace(tmp_path, capsys):
+    """The reproduction as reported: `analyze STUDY -o d/rank-34.json` over a real trace."""
+    target = tmp_path / "rank-34.json"
+    target.write_bytes(_late_key_trace())
+    before = target.read_bytes()
+    argv = ["analyze", str(RUN), "-j1", "--no-cache", "-q", "-o", str(target)]
+    code, err = _code_and_err(capsys, argv)
+    assert code == 2 and target.read_bytes() == before
+    expected = "refusing to write over an existing trace file (use --force to overwrite)"
+    assert err == f"tracescale: error: {target}: {expected}\n"
+
+
 def test_array_form_trace_and_plain_json_report(tmp_path):
     arr = tmp_path / "events.json"
     arr.write_text(json.dumps([{"ph": "X", "name": "a", "ts": 1, "dur": 1}]))

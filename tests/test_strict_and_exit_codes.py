@@ -81,7 +81,12 @@ def test_without_strict_a_rejected_file_is_a_warning(run_dir, tmp_path, capsys):
 def test_no_usable_event_is_invalid_even_without_strict(tmp_path, capsys):
     p = tmp_path / "a.json"
     p.write_text('{"traceEvents":[{"ph":"X","name":"k","ts":"1","dur":"2"}]}')
-    for argv in (["analyze", str(p), "-j1", "--no-cache"], ["inspect", str(p)]):
+    for argv in (
+        ["analyze", str(p), "-j1", "--no-cache"],
+        ["analyze", str(p), "-j1", "--no-cache", "--strict"],
+        ["inspect", str(p)],
+        ["inspect", str(p), "--strict"],
+    ):
         code, out, err = _cli(capsys, *argv)
         assert code == 3 and "no usable complete" in err and "non-numeric" in err
         assert "0 ms" not in out and "0.000" not in out
@@ -129,6 +134,12 @@ def test_folder_world_size_disagreeing_with_distributed_info_warns(sim, tmp_path
     assert any(
         "folder name says world size 8 but distributedInfo says 2" in w for w in run["warnings"]
     )
+    argv = ["analyze", str(ws8.parent), "-j1", "--no-cache", "--format", "json", "-q"]
+    code, out, _ = _cli(capsys, *argv)
+    study = json.loads(out)["studies"][0]
+    assert code == 0 and [r["world_size"] for r in study["runs"]] == [2]
+    every = study["warnings"] + [w for r in study["runs"] for w in r.get("warnings", [])]
+    assert any("folder name says world size 8 but distributedInfo says 2" in w for w in every)
 
 
 def test_absurd_rank_skips_that_file_only(run_dir, capsys):

@@ -13,6 +13,7 @@ EXIT_USAGE = 2
 EXIT_INVALID_TRACE = 3
 EXIT_NO_TRACES = 4
 EXIT_OUTPUT = 5
+EXIT_SCRIPT_FAILED = 6  # sweep: the profiled training script did not produce its traces
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70  # a bug in tracescale, never an expected failure (BSD EX_SOFTWARE)
 
@@ -44,7 +45,7 @@ class InvalidTraceError(TracescaleError):
 
 
 class NoTracesError(TracescaleError):
-    """A path holds no trace files at all."""
+    """A path names nothing to read: it is missing, or a folder without trace files."""
 
     exit_code = EXIT_NO_TRACES
 

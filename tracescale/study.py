@@ -22,7 +22,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
 from tracescale.classify.stragglers import find_stragglers
 from tracescale.classify.top_ops import run_top_ops
-from tracescale.errors import InvalidTraceError, UsageError
+from tracescale.errors import InvalidTraceError, NoTracesError
 
 SCHEMA_VERSION = 1
 _ROW_COLUMNS = [c for c in STEP_COLUMNS if c != "start"]
@@ -223,7 +223,7 @@ def load(path: str | Path) -> Study:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except FileNotFoundError as exc:
-        raise UsageError("no such file", path=str(path)) from exc
+        raise NoTracesError("no such file", path=str(path)) from exc
     except RecursionError as exc:
         raise InvalidTraceError(
             "not a readable study JSON (nested too deeply)", path=str(path)

@@ -21,14 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracescale.capture.profiler import OUT_ENV, world_out_dir
-from tracescale.errors import TracescaleError, UsageError
+from tracescale.errors import EXIT_SCRIPT_FAILED, TracescaleError, UsageError
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SweepError(TracescaleError):
-    """A sweep could not produce its traces."""
+    """A sweep could not produce its traces: the script failed, timed out or lacks torch.
+
+    Its own exit code, not a usage error: a CI job tells "my training script broke" from
+    "I called tracescale wrongly" by the code alone.
+    """
+
+    exit_code = EXIT_SCRIPT_FAILED
 
 
 class TorchMissingError(SweepError):

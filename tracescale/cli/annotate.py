@@ -14,7 +14,7 @@ def plural(n: int, noun: str) -> str:
 
 @click.command(
     epilog="Exit codes: 0 ok; 2 usage (e.g. -o would replace a trace); 3 invalid trace data "
-    "(with --strict: any bad rank file); 4 no traces found.",
+    "(with --strict: any bad rank file); 4 no traces found; 5 output not written.",
     context_settings=CONTEXT,
 )
 @click.argument("path", type=click.Path())

@@ -46,8 +46,9 @@ SUMMARIES = {
 }
 
 EPILOG = """Exit codes: 0 ok; 1 regression found by compare --fail-on-regression;
-2 usage error; 3 invalid input; 4 no traces found; 5 output not written (missing folder,
-full disk, read-only, permission); 70 internal error (a bug); 130 interrupted."""
+2 usage error; 3 invalid input; 4 nothing to read (missing path, no traces); 5 output not
+written (missing folder, full disk, read-only, permission); 6 sweep: the training script
+failed; 70 internal error (a bug); 130 interrupted."""
 
 
 def _short_help(summary: str, limit: int) -> str:

@@ -15,7 +15,13 @@ from tracescale.atomic import os_error_message
 from tracescale.capture.sweep import parse_nproc, run_sweep
 from tracescale.cli.options import FiniteFloat
 from tracescale.cli.settings import CONTEXT
-from tracescale.errors import OutputError, TracescaleError, UsageError
+from tracescale.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    OutputError,
+    TracescaleError,
+    UsageError,
+)
 
 
 def _echo_err(message: str) -> None:
@@ -24,6 +30,8 @@ def _echo_err(message: str) -> None:
 
 @click.command(
     "sweep",
+    epilog="Exit codes: 0 ok; 2 usage (bad option, missing script); 5 output not written; "
+    "6 the script failed, timed out or wrote no traces, or torch is missing.",
     context_settings={
         **CONTEXT,
         "ignore_unknown_options": True,
@@ -91,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        return exc.exit_code
-    except click.Abort:
-        click.echo("Aborted!", err=True)
-        return 1
+        return EXIT_USAGE if exc.exit_code == 2 else exc.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("tracescale: interrupted", err=True)
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracescale.errors import InvalidTraceError, UsageError
+from tracescale.errors import InvalidTraceError, NoTracesError
 
 #: The compare document version this tracescale writes and reads.
 COMPARE_SCHEMA_VERSION = 1
@@ -27,7 +27,7 @@ def read_json(path: str) -> Any:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except FileNotFoundError as exc:
-        raise UsageError("no such file", path=path) from exc
+        raise NoTracesError("no such file", path=path) from exc
     except RecursionError as exc:
         raise InvalidTraceError(
             "not a readable JSON document (nested too deeply)", path=path
