@@ -315,14 +315,16 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
         )
         _host_nodes(b, res, split, gap_names, trace, coll_event, call_node, host_prev)
         if is_main:
-            starts = [s for s, _, _ in split]
-            ends_ = [e for _, e, _ in split]
+            # One search for every step (a list searched per step was quadratic in steps).
+            starts = np.fromiter((s for s, _, _ in split), np.int64, len(split))
+            ends_ = np.fromiter((e for _, e, _ in split), np.int64, len(split))
             first_node = len(b.cols["kind"]) - len(split)
-            for k in range(len(win)):
-                j = int(np.searchsorted(starts, int(win.host_start[k]), side="left"))
-                step_first[k] = first_node + min(j, len(split) - 1)
-                j = int(np.searchsorted(ends_, int(win.host_end[k]), side="right")) - 1
-                step_last[k] = first_node + max(j, 0)
+            host_start = np.asarray(win.host_start, np.int64)
+            host_end = np.asarray(win.host_end, np.int64)
+            j_first = np.minimum(np.searchsorted(starts, host_start, side="left"), len(split) - 1)
+            j_last = np.maximum(np.searchsorted(ends_, host_end, side="right") - 1, 0)
+            step_first[:] = first_node + j_first
+            step_last[:] = first_node + j_last
     n_host = len(threads)
     # Device nodes, stream by stream.
     dev = ev.is_device & ~skip_dev[ev.cat] & in_window & (ev.stream >= 0)
