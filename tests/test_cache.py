@@ -313,5 +313,7 @@ def test_study_identical_with_and_without_cache(run_dir: Path, tmp_path: Path) -
     cache = str(tmp_path / "cache")
     plain = analyze(str(run_dir), jobs=1, no_cache=True).doc
     analyze(str(run_dir), jobs=1, cache_dir=cache)
-    cached = analyze(str(run_dir), jobs=1, cache_dir=cache).doc
+    cached = analyze(str(run_dir), jobs=1, cache_dir=cache, use_study_cache=False).doc
     assert json.dumps(plain, sort_keys=True) == json.dumps(cached, sort_keys=True)
+    whole = analyze(str(run_dir), jobs=1, cache_dir=cache).doc  # the study-level cache
+    assert json.dumps(plain, sort_keys=True) == json.dumps(whole, sort_keys=True)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from tracescale import frames
 from tracescale.errors import UsageError
 from tracescale.study import Study, is_study_document
 from tracescale.study import load as _load_study
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def analyze(
@@ -32,21 +33,35 @@ def analyze(
     """Analyze a trace file, run folder, study folder or parent of studies.
 
     ``options`` go to the map stage (``cache_dir``, ``no_cache``, ``scheduler``, ``progress``).
+    A repeat run whose inputs and options are unchanged is served by the study-level cache
+    before the analysis modules (pandas, scipy) are even imported.
     """
+    from tracescale.preflight import prepare_from
+
+    where = os.fspath(path)
+    kwargs: dict[str, Any] = {
+        "mode": mode,
+        "project": project,
+        "what_if": what_if,
+        "rules": rules,
+        "steps": steps,
+        "jobs": jobs,
+        "assumptions": assumptions,
+        "strict": strict,
+        **options,
+    }
+    prepared = prepare_from(where, kwargs)
+    if prepared.doc is not None:
+        return Study(prepared.doc, recompute=functools.partial(_typed_parts, where, kwargs))
     from tracescale.pipeline import analyze as _analyze_pipeline  # scaling: scipy
 
-    return _analyze_pipeline(
-        os.fspath(path),
-        mode=mode,
-        project=project,
-        what_if=what_if,
-        rules=rules,
-        steps=steps,
-        jobs=jobs,
-        assumptions=assumptions,
-        strict=strict,
-        **options,
-    )
+    return _analyze_pipeline(where, prepared=prepared, **kwargs)
+
+
+def _typed_parts(path: str, kwargs: dict[str, Any]) -> Any:
+    from tracescale.pipeline import typed_parts
+
+    return typed_parts(path, **kwargs)
 
 
 def load(path: str | os.PathLike[str]) -> Study:
@@ -101,11 +116,15 @@ class Comparison:
         """Per matched run a ``step_time`` row, then one row per category: study, world_size,
         quantity, before_s, after_s, delta_s, change_pct, ci90_low_pct, ci90_high_pct,
         significant, verdict (the last four only on ``step_time`` rows, NaN elsewhere)."""
+        from tracescale import frames
+
         return frames.compare_frame(self.doc)
 
     def scaling_frame(self) -> pd.DataFrame:
         """Serial fraction, Amdahl ceiling and projected speedups before and after: study,
         quantity, world_size, before, after."""
+        from tracescale import frames
+
         return frames.compare_scaling(self.doc)
 
     def _repr_html_(self) -> str:

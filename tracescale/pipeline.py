@@ -1,18 +1,17 @@
 """ingest -> classify -> scale, end to end: the function behind ``tracescale analyze``.
 
-Discovery reads only file heads; per-rank work runs through :mod:`tracescale.parallel`;
-this module merges the compact results per run, scales each study and builds the document.
+Options, discovery and the study-level cache are :mod:`tracescale.preflight` (light); per-rank
+work runs through :mod:`tracescale.parallel`; :mod:`tracescale.runs` groups the compact results
+into runs; this module merges them per run, scales and replays each study and builds the
+document (and stores it in the study cache).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import os
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult
@@ -20,149 +19,27 @@ from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import load_rules
 from tracescale.classify.run import build_run
 from tracescale.classify.same_job import check_same_job, study_signatures
-from tracescale.errors import InvalidTraceError, NoTracesError, TracescaleError, UsageError
-from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
-from tracescale.ingest.discover import RunSpec, StudySpec, discover
-from tracescale.ingest.group import pooled_windows_note
-from tracescale.parallel import RankTask, TaskError, run_tasks
+from tracescale.errors import InvalidTraceError, NoTracesError, TracescaleError
+from tracescale.ingest.discover import RunSpec, StudySpec
+from tracescale.ingest.sniff import DEFAULT_MEMORY_BUDGET
+from tracescale.parallel.mapping import run_tasks
+from tracescale.parallel.tasks import RankTask, TaskError
+from tracescale.preflight import Prepared, fail_on_rejected, parse_steps, prepare, store_document
+from tracescale.runs import run_groups, run_to_dict
 from tracescale.scaling import analyze_scaling
 from tracescale.scaling.result import synced_with
-from tracescale.study import Study, make_document, run_to_dict
+from tracescale.study import Study, TypedParts, make_document
 
-_STEPS_HELP = (
-    "--steps takes ProfilerStep numbers as inspect shows them: 12: or #12: (from #12 on), "
-    "10:14 (#10 to #13), #12 (that step alone); negative numbers count from the last step "
-    "(:-1 drops the last)"
-)
-
-
-def _step_bound(text: str, spec: str) -> int | None:
-    text = text.strip().removeprefix("#")
-    if not text:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise UsageError(f"{_STEPS_HELP}; got {spec!r}") from None
-
-
-def parse_steps(spec: str | None) -> slice | None:
-    """``"12:"``/``"#12:"`` -> slice(12, None) of ProfilerStep numbers; ``"#12"`` -> that step.
-
-    Bounds are step numbers (half-open, like a slice), not positions: a trace whose steps are
-    #10..#14 keeps #12..#14 with ``12:``. Negative bounds count from each rank's last step. A
-    bare number (``2``) is rejected: it could mean step #2 or the first two steps.
-    """
-    if spec is None or spec.strip() == "":
-        return None
-    spec = spec.strip()
-    parts = spec.split(":")
-    if len(parts) == 1:
-        if not spec.startswith("#"):
-            raise UsageError(
-                f"--steps {spec} is ambiguous: write #{spec} for ProfilerStep#{spec} alone, "
-                f"{spec}: for #{spec} onwards, or :{spec} for the steps before #{spec}"
-            )
-        n = _step_bound(spec, spec)
-        if n is None or n < 0:
-            raise UsageError(f"{_STEPS_HELP}; got {spec!r}")
-        return slice(n, n + 1)
-    if len(parts) != 2:
-        raise UsageError(f"{_STEPS_HELP}; got {spec!r}")
-    return slice(_step_bound(parts[0], spec), _step_bound(parts[1], spec))
-
-
-def _select_steps(result: RankResult, steps: slice | None) -> RankResult:
-    """Keep the steps whose ProfilerStep number lies in ``steps`` (negatives: from the end)."""
-    if steps is None:
-        return result
-    numbers = result.steps["step"].to_numpy()
-    position = np.arange(len(numbers))
-    keep = np.ones(len(numbers), dtype=bool)
-    if steps.start is not None:
-        start = int(steps.start)
-        keep &= (numbers >= start) if start >= 0 else (position >= len(numbers) + start)
-    if steps.stop is not None:
-        stop = int(steps.stop)
-        keep &= (numbers < stop) if stop >= 0 else (position < len(numbers) + stop)
-    kept = result.steps[keep].reset_index(drop=True)
-    if kept.empty:
-        have = f"#{numbers.min()}–#{numbers.max()}" if len(numbers) else "no ProfilerStep"
-        raise UsageError(
-            f"--steps {_slice_text(steps)} keeps none of this rank's steps ({have}); "
-            "numbers are ProfilerStep numbers, as inspect shows them",
-            path=result.path,
-        )
-    keep_numbers = set(kept["step"].tolist())
-    coll = result.collectives[result.collectives["step"].isin(keep_numbers)]
-    ops = result.op_seconds
-    if len(ops):
-        ops = ops[ops["step"].isin(keep_numbers)].reset_index(drop=True)
-    return dataclasses.replace(
-        result, steps=kept, collectives=coll.reset_index(drop=True), op_seconds=ops
-    )
-
-
-def _slice_text(steps: slice) -> str:
-    start = "" if steps.start is None else str(steps.start)
-    stop = "" if steps.stop is None else str(steps.stop)
-    return f"{start}:{stop}"
-
-
-def _check_duplicate_ranks(results: list[RankResult], notes: list[str]) -> list[RankResult]:
-    """One rank twice in a folder: successive profiling windows are pooled (with a note naming
-    every file and the gap), overlaps are errors."""
-    by_rank: dict[int, list[RankResult]] = {}
-    for r in results:
-        by_rank.setdefault(r.rank, []).append(r)
-    out: list[RankResult] = []
-    for rank, rs in sorted(by_rank.items()):
-        if len(rs) == 1:
-            out.append(rs[0])
-            continue
-        spans = sorted(
-            (
-                r.segments.first,
-                r.segments.stop,
-                r.path,
-            )
-            for r in rs
-        )
-        for (_s0, e0, p0), (s1, _e1, p1) in itertools.pairwise(spans):
-            if s1 < e0:
-                raise InvalidTraceError(
-                    f"rank {rank} appears twice with overlapping time spans: {p0} and {p1}",
-                    path=os.path.dirname(p0),
-                )
-        # Successive windows of one process (tb_plugin's worker0.<span> files): pool the steps.
-        notes.append(pooled_windows_note(rank, [(p, s, e) for s, e, p in spans]))
-        out.extend(rs)
-    return out
-
-
-def run_groups(
-    spec: RunSpec,
-    results: Mapping[str, RankResult | TaskError],
-    steps: slice | None = None,
-    strict: bool = False,
-) -> tuple[list[list[RankResult]], list[str]]:
-    """The map results of one run as its executions (groups whose collectives match), plus
-    notes on the files skipped; ``strict`` makes a bad file an error instead."""
-    notes = list(spec.warnings)
-    groups: list[list[RankResult]] = []
-    for group in spec.groups:
-        ok: list[RankResult] = []
-        for f in group.files:
-            res = results[f.path]
-            if isinstance(res, TaskError):
-                if strict:
-                    raise InvalidTraceError(res.message, path=res.path)
-                notes.append(f"{res.path}: skipped: {res.message}")
-                continue
-            ok.append(_select_steps(res, steps))
-        if ok:
-            groups.extend(_split_successive(_check_duplicate_ranks(ok, notes)))
-    return groups, notes
+__all__ = [
+    "ReplayOptions",
+    "analyze",
+    "analyze_study",
+    "fail_on_rejected",
+    "map_ranks",
+    "parse_steps",
+    "run_groups",
+    "typed_parts",
+]
 
 
 def _run_breakdown(
@@ -175,28 +52,6 @@ def _run_breakdown(
     if not groups:
         return None, notes
     return build_run(spec.world_size, groups, spec.paths, notes), []
-
-
-def fail_on_rejected(specs: Sequence[StudySpec]) -> None:
-    """--strict: a file left out at discovery fails the run before any work starts."""
-    rejected = [r for spec in specs for r in spec.rejected]
-    if rejected:
-        path, why = rejected[0]
-        more = f"; {len(rejected)} files rejected" if len(rejected) > 1 else ""
-        raise InvalidTraceError(f"{why} (--strict{more})", path=path)
-
-
-def _split_successive(results: list[RankResult]) -> list[list[RankResult]]:
-    """Pooled successive windows of the same rank become separate groups (matched separately)."""
-    groups: list[list[RankResult]] = []
-    for r in results:
-        for g in groups:
-            if all(x.rank != r.rank for x in g):
-                g.append(r)
-                break
-        else:
-            groups.append([r])
-    return groups
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,16 +237,43 @@ def analyze(
     replay: bool = True,
     progress: Callable[[RankTask], None] | None = None,
     show_progress: bool = False,
+    use_study_cache: bool = True,
+    prepared: Prepared | None = None,
     **parallel_options: Any,
 ) -> Study:
-    """Analyze every study under ``path`` (see the README's layouts) into a :class:`Study`."""
-    if mode not in ("auto", "strong", "weak"):
-        raise UsageError(f"--mode must be auto, strong or weak, not {mode!r}")
-    load_rules(rules)  # fail fast on a bad rules file, before any worker starts
-    step_slice = parse_steps(steps) if isinstance(steps, str) or steps is None else steps
-    specs = discover(path)
-    if strict:
-        fail_on_rejected(specs)
+    """Analyze every study under ``path`` (see the README's layouts) into a :class:`Study`.
+
+    With the cache on, a document whose every input is unchanged comes from the study-level
+    cache (its typed parts are recomputed on first use); ``use_study_cache=False`` skips that
+    level only. ``prepared`` is :func:`tracescale.preflight.prepare`'s answer when the caller
+    already asked it (the API does, to avoid loading this module on a hit).
+    """
+    options: dict[str, Any] = {
+        "mode": mode,
+        "project": project,
+        "what_if": what_if,
+        "rules": rules,
+        "steps": steps,
+        "assumptions": assumptions,
+        "strict": strict,
+        "memory_budget": memory_budget,
+        "gpus_per_node": gpus_per_node,
+        "inter_node_bandwidth": inter_node_bandwidth,
+        "inter_node_latency": inter_node_latency,
+        "replay": replay,
+    }
+    if prepared is None:
+        prepared = prepare(
+            path,
+            progress=progress,
+            parallel_options=parallel_options,
+            study_cache=use_study_cache,
+            **options,
+        )
+    if prepared.doc is not None:
+        recompute = functools.partial(typed_parts, path, jobs=jobs, **options, **parallel_options)
+        return Study(prepared.doc, recompute=recompute)
+    specs, step_slice = prepared.specs, prepared.steps
     results, map_warnings = map_ranks(
         specs,
         path=path,
@@ -432,6 +314,14 @@ def analyze(
         entries.append(entry)
         runs_all.append(runs)
         scalings.append(scaling)
-    return Study(
-        doc=make_document(entries), runs_by_study=tuple(runs_all), scaling_by_study=tuple(scalings)
-    )
+    doc = make_document(entries)
+    if all(isinstance(r, RankResult) for r in results.values()) and not map_warnings:
+        store_document(prepared, doc)
+    return Study(doc=doc, runs_by_study=tuple(runs_all), scaling_by_study=tuple(scalings))
+
+
+def typed_parts(path: str, **options: Any) -> TypedParts:
+    """The typed run breakdowns and scaling results of ``analyze(path, **options)``, computed
+    without the study-level cache (a cached Study's ``recompute``)."""
+    study = analyze(path, use_study_cache=False, **options)
+    return study.runs_by_study, study.scaling_by_study

@@ -3,120 +3,88 @@
 ``Study`` wraps the JSON document (the contract of the reports issue) plus, when it was just
 computed, the typed per-run breakdowns. A saved study re-renders and compares without traces,
 and its per-step rows make every reported number reproducible from the JSON alone.
+
+Rendering a document needs neither pandas nor the classifier, so they load only when a frame
+or a typed breakdown is asked for (a cached ``analyze`` and ``report`` start fast).
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from tracescale import __version__, frames
-from tracescale.categories import CATEGORIES
-from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
-from tracescale.classify.stragglers import find_stragglers
-from tracescale.classify.top_ops import run_top_ops
+from tracescale import __version__
 from tracescale.errors import InvalidTraceError, NoTracesError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tracescale.classify.result import RunBreakdown
+
 SCHEMA_VERSION = 1
-_ROW_COLUMNS = [c for c in STEP_COLUMNS if c != "start"]
-
-
-def _f(x: Any) -> float | None:
-    v = float(x)
-    return v if math.isfinite(v) else None
-
-
-def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
-    """A run's entry of the contract (seconds), including the per-step rows it came from."""
-    steps = run.steps
-    per_rank_means = steps.groupby("rank")[["duration", *CATEGORIES]].mean()
-    breakdown = {c: float(per_rank_means[c].mean()) for c in CATEGORIES}
-    step_times = steps.groupby("step", sort=True)["duration"].mean().to_numpy()
-    rank_extra = steps.groupby("rank")[["overlapped_communication", "communication_wait"]].mean()
-    hta = _hta_shares(run)
-    return {
-        "world_size": run.world_size,
-        "ranks": list(run.ranks),
-        "steps": int(steps.groupby("rank").size().max()) if len(steps) else 0,
-        "paths": list(run.paths),
-        "kind": run.kind,
-        "step_time_s": {
-            "mean": float(per_rank_means["duration"].mean()),
-            "median": float(np.median(step_times)),
-            "p10": float(np.percentile(step_times, 10)),
-            "p90": float(np.percentile(step_times, 90)),
-        },
-        "breakdown_s": breakdown,
-        "overlapped_communication_s": float(rank_extra["overlapped_communication"].mean()),
-        "communication_wait_s": float(rank_extra["communication_wait"].mean()),
-        "communication_by_collective_s": dict(sorted(run.communication_by_collective.items())),
-        "per_rank": [
-            {
-                "rank": int(rank),
-                "step_time_s": float(row[0]),
-                "breakdown_s": {c: float(v) for c, v in zip(CATEGORIES, row[1:], strict=False)},
-                "communication_wait_s": float(wait),
-                **hta.get(int(rank), {}),
-            }
-            for rank, row, wait in zip(
-                per_rank_means.index.tolist(),
-                per_rank_means[["duration", *CATEGORIES]].to_numpy().tolist(),
-                rank_extra["communication_wait"].to_numpy().tolist(),
-                strict=False,
-            )
-        ],
-        "step_times_s": [float(x) for x in step_times],
-        "step_rows": {
-            "columns": _ROW_COLUMNS,
-            "data": [[_f(v) for v in row] for row in steps[_ROW_COLUMNS].to_numpy().tolist()],
-        },
-        "top_ops": run_top_ops(run.ops),
-        "stragglers": find_stragglers(steps),
-        "warnings": list(run.warnings),
-    }
-
-
-def _hta_shares(run: RunBreakdown) -> dict[int, dict[str, Any]]:
-    """Per rank: HTA-compatible ``gpu_idle_pct`` and ``comm_comp_overlap_pct`` (GPU runs) and
-    the interval measures they come from (``gpu_time_s``; see classify/gpu_metrics.py)."""
-    out: dict[int, dict[str, Any]] = {}
-    for row in run.gpu_metrics.itertuples(index=False):
-        out[int(row.rank)] = {
-            "gpu_idle_pct": _pct(row.gpu_idle_pct),
-            "comm_comp_overlap_pct": _pct(row.comm_comp_overlap_pct),
-            "gpu_time_s": row.totals.seconds(),
-        }
-    return out
-
-
-def _pct(x: Any) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
+#: Typed per-study parts (run breakdowns, scaling results) computed on demand.
+TypedParts = tuple[tuple[tuple["RunBreakdown", ...], ...], tuple[Any, ...]]
 
 
 def rows_frame(run_doc: dict[str, Any]) -> pd.DataFrame:
     """The per-step rows of a run entry as a DataFrame (seconds)."""
+    import pandas as pd
+
+    from tracescale.classify.result import STEP_COLUMNS
+
+    default = [c for c in STEP_COLUMNS if c != "start"]
     rows = run_doc.get("step_rows") or {}
-    df = pd.DataFrame(rows.get("data", []), columns=rows.get("columns", _ROW_COLUMNS))
+    df = pd.DataFrame(rows.get("data", []), columns=rows.get("columns", default))
     for col in ("rank", "step"):
         if col in df:
             df[col] = df[col].astype("int64")
     return df
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Study:
-    """An analyze document (possibly several studies) with typed access for notebooks."""
+    """An analyze document (possibly several studies) with typed access for notebooks.
+
+    ``runs_by_study`` and ``scaling_by_study`` are the typed results behind the document when
+    it was computed in this process. A document served by the study-level cache carries a
+    ``recompute`` instead, which redoes the analysis (from the per-rank cache) the first time
+    a typed part is asked for, so a cached ``analyze`` gives the same object as a cold one.
+    """
 
     doc: dict[str, Any]
-    runs_by_study: tuple[tuple[RunBreakdown, ...], ...] = field(default=(), compare=False)
-    scaling_by_study: tuple[Any, ...] = field(default=(), compare=False)
+    _typed: list[TypedParts | None] = field(compare=False, repr=False)
+    _recompute: Callable[[], TypedParts] | None = field(compare=False, repr=False)
+
+    def __init__(
+        self,
+        doc: dict[str, Any],
+        runs_by_study: tuple[tuple[RunBreakdown, ...], ...] = (),
+        scaling_by_study: tuple[Any, ...] = (),
+        *,
+        recompute: Callable[[], TypedParts] | None = None,
+    ) -> None:
+        object.__setattr__(self, "doc", doc)
+        typed = None if recompute is not None else (tuple(runs_by_study), tuple(scaling_by_study))
+        object.__setattr__(self, "_typed", [typed])
+        object.__setattr__(self, "_recompute", recompute)
+
+    def _parts(self) -> TypedParts:
+        parts = self._typed[0]
+        if parts is None:
+            assert self._recompute is not None
+            parts = self._typed[0] = self._recompute()
+        return parts
+
+    @property
+    def runs_by_study(self) -> tuple[tuple[RunBreakdown, ...], ...]:
+        return self._parts()[0]
+
+    @property
+    def scaling_by_study(self) -> tuple[Any, ...]:
+        return self._parts()[1]
 
     @property
     def studies(self) -> list[dict[str, Any]]:
@@ -136,6 +104,8 @@ class Study:
 
     def breakdown(self) -> pd.DataFrame:
         """Tidy frame: study, world_size, rank, step, category, seconds (from the JSON rows)."""
+        from tracescale import frames
+
         return frames.breakdown(self.doc)
 
     # The report's other tables as tidy frames (columns in tracescale.frames.COLUMNS).
@@ -143,41 +113,59 @@ class Study:
     def points(self) -> pd.DataFrame:
         """Measured scaling: study, world_size, step_time_s, speedup, efficiency, karp_flatt,
         gustafson_speedup."""
+        from tracescale import frames
+
         return frames.points(self.doc)
 
     def projections(self) -> pd.DataFrame:
         """Projections and what-if scenarios: study, scenario ('' for the fitted model),
         world_size, step_time_s, ci90_low_s, ci90_high_s, speedup, efficiency."""
+        from tracescale import frames
+
         return frames.projections(self.doc)
 
     def collectives(self) -> pd.DataFrame:
         """Exposed communication per step by collective: study, world_size, collective, seconds."""
+        from tracescale import frames
+
         return frames.collectives(self.doc)
 
     def top_ops(self) -> pd.DataFrame:
         """Heaviest ops per category: study, world_size, category, position, name, seconds,
         share, law."""
+        from tracescale import frames
+
         return frames.top_ops(self.doc)
 
     def serial_fraction(self) -> pd.DataFrame:
         """Serial fraction by category plus a 'total' row: study, category, share, ci90_low,
         ci90_high, caps_speedup_at."""
+        from tracescale import frames
+
         return frames.serial_fraction(self.doc)
 
     def models(self) -> pd.DataFrame:
         """Per-category scaling models: study, category, form, parameter, value, rmse_s."""
+        from tracescale import frames
+
         return frames.models(self.doc)
 
     def overheads(self) -> pd.DataFrame:
         """Overheads growing with N: study, world_size, category, source, seconds, text."""
+        from tracescale import frames
+
         return frames.overheads(self.doc)
 
     def ranks(self) -> pd.DataFrame:
         """Per rank mean per step: study, world_size, rank, step_time_s, category, seconds."""
+        from tracescale import frames
+
         return frames.ranks(self.doc)
 
     def step_stats(self) -> pd.DataFrame:
         """Step-time statistics per run (see tracescale.frames.step_stats)."""
+        from tracescale import frames
+
         return frames.step_stats(self.doc)
 
     def _repr_html_(self) -> str:

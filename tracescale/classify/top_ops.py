@@ -13,15 +13,17 @@ the rest summed as :data:`OTHER`, so the map step's result stays compact.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.timeline import BOOL, CAT, I64
 from tracescale.ingest.trace import RankTrace
+
+if TYPE_CHECKING:  # pandas loads when a table is built (not for KEEP_PER_RUN)
+    import pandas as pd
 
 #: Name of the row that sums a category's names below the kept ones.
 OTHER = "(other ops)"
@@ -113,6 +115,8 @@ def rank_op_seconds(
     elementary segments already start at every boundary of those events, so one owner per
     segment is exact.
     """
+    import pandas as pd
+
     ev = trace.events
     owners = _OWNERS_GPU if kind == "gpu" else _OWNERS_CPU
     frames = []
@@ -190,6 +194,8 @@ def run_op_table(
     attribution moved waits elsewhere: an op owns time on its own rank), share (seconds /
     category_s), step_sd (standard deviation over steps of the all-rank mean), steps.
     """
+    import pandas as pd
+
     cols = list(RUN_OP_COLUMNS)
     frames = [t.assign(rank_pos=i) for i, t in enumerate(tables) if len(t)]
     if not frames or rank_steps <= 0:

@@ -29,6 +29,7 @@ from tracescale.ingest.schema import (
     Event,
     TraceFile,
 )
+from tracescale.ingest.sniff import DEFAULT_MEMORY_BUDGET as DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.trace import RankTrace
 
 _inflate: Any
@@ -40,7 +41,6 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib where it ha
 #: JSON bytes from which loading the compiled scanner (numba: about a second, once per
 #: process) pays for itself; it saves ~10 ms per MB over the typed path.
 SCANNER_WORTH_BYTES = 100_000_000
-DEFAULT_MEMORY_BUDGET = 8 * 1024**3  # bytes of decompressed JSON we accept per file
 _CHUNK = 1024 * 1024  # compressed bytes read at a time
 _MAX_RATIO = 1032  # deflate never compresses better than this
 _PREALLOC_RATIO = 64  # traces compress ~20-30x; beyond this, grow instead of trusting it

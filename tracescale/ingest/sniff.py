@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest import remote
 
+#: Bytes of decompressed JSON accepted per file. Defined here, beside the file heads, so the
+#: light half of ``analyze`` can name it without loading the decoders.
+DEFAULT_MEMORY_BUDGET = 8 * 1024**3
+
 _HEAD = 64 * 1024
 _DIST_RE = re.compile(rb'"distributedInfo"\s*:\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)', re.S)
 _RANK_RE = re.compile(rb'"rank"\s*:\s*(-?\d+)')

@@ -4,125 +4,30 @@
 processes (:mod:`.pool`), in this process (one job or one file), or on Dask (:mod:`.dask_run`).
 Whatever runs them, each file gets a :class:`RankResult` or a :class:`TaskError`, in task order,
 and the parent only ever holds those compact results.
+
+The names load on first use (PEP 562): the study-level cache and discovery import parts of
+this package, and they must not pay for the workers, the classifier and pandas.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import pickle
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from tracescale.classify.rank import RankResult
-from tracescale.classify.rules import load_rules
-from tracescale.parallel.cache import CacheKey, ResultCache, default_cache_dir, make_key
-from tracescale.parallel.pool import Worker, load_scanner_if_worth, run_local
-from tracescale.parallel.tasks import RankTask, TaskError, run_task
+if TYPE_CHECKING:
+    from tracescale.parallel.cache import default_cache_dir
+    from tracescale.parallel.mapping import MapResult, default_jobs, run_tasks
+    from tracescale.parallel.tasks import RankTask, TaskError, run_task
 
-Progress = Callable[[RankTask], None]
-Outcome = RankResult | TaskError
-
-
-def default_jobs() -> int:
-    """Worker processes by default: the machine's cores."""
-    return max(os.cpu_count() or 1, 1)
-
-
-@dataclass(frozen=True)
-class MapResult:
-    """Outcomes in task order, plus what the user should be told and a few counters."""
-
-    results: list[Outcome]
-    warnings: tuple[str, ...] = ()
-    cached: int = 0  # results read from the cache
-    computed: int = 0  # results computed by a worker (or in this process)
-    worker_peak_rss: int = 0  # bytes, largest over local worker processes (0: none ran)
-
-
-def run_tasks(
-    tasks: Sequence[RankTask],
-    *,
-    jobs: int | None = None,
-    progress: Progress | None = None,
-    cache_dir: str | None = None,
-    no_cache: bool = False,
-    scheduler: str | None = None,
-    _worker: Worker = run_task,
-) -> MapResult:
-    """Outcomes in task order; cached where the file, rules and version are unchanged.
-
-    ``jobs`` worker processes (default: the cores); with one job or one file to compute
-    everything runs in this process. ``scheduler`` (``"local"`` or a Dask address) runs the
-    work on Dask instead. ``progress(task)`` is called as each task finishes (cache hits too);
-    if it has a ``begin(tasks)`` method, that is called first with all the tasks.
-    """
-    tasks = list(tasks)
-    n_jobs = default_jobs() if jobs is None else max(int(jobs), 1)
-    begin = getattr(progress, "begin", None)
-    if callable(begin):
-        begin(tasks)
-    out: list[Outcome | None] = [None] * len(tasks)
-    cache = None if no_cache else ResultCache(cache_dir)
-    keys: list[CacheKey | None] = [None] * len(tasks)
-    digests: dict[str | None, str] = {}
-    todo: list[tuple[int, RankTask]] = []
-    hits = 0
-    for i, task in enumerate(tasks):
-        if cache is not None:
-            if task.rules_file not in digests:
-                digests[task.rules_file] = load_rules(task.rules_file).digest
-            key = keys[i] = make_key(task, digests[task.rules_file])
-            hit = cache.get(key) if key is not None else None
-            if hit is not None:
-                out[i] = hit if hit.path == task.path else dataclasses.replace(hit, path=task.path)
-                hits += 1
-                if progress:
-                    progress(task)
-                continue
-        todo.append((i, task))
-
-    def store(i: int, result: Outcome) -> None:
-        out[i] = result
-        key = keys[i]
-        # A file modified while it was being analyzed must not be cached under the old key.
-        if (
-            cache is not None
-            and key is not None
-            and isinstance(result, RankResult)
-            and make_key(tasks[i], key.rules) == key
-        ):
-            cache.put(key, result)
-        if progress:
-            progress(tasks[i])
-
-    def done(i: int, payload: bytes | TaskError) -> None:
-        # Worker pipes and Dask carry pickles between our own processes (trusted); the on-disk
-        # cache never does (see .entry).
-        store(i, payload if isinstance(payload, TaskError) else pickle.loads(payload))
-
-    peak = 0
-    if scheduler:
-        from tracescale.parallel.dask_run import run_dask
-
-        run_dask(todo, scheduler, n_jobs if jobs is not None else default_jobs(), done)
-    elif n_jobs == 1 or len(todo) <= 1:
-        load_scanner_if_worth(todo)
-        for i, task in todo:
-            store(i, _worker(task))
-    else:
-        load_scanner_if_worth(todo)  # before the fork: the workers inherit it
-        peak = run_local(todo, min(n_jobs, len(todo)), done, _worker)
-    results = [r for r in out if r is not None]
-    assert len(results) == len(tasks)
-    return MapResult(
-        results=results,
-        warnings=tuple(cache.warnings) if cache is not None else (),
-        cached=hits,
-        computed=len(todo),
-        worker_peak_rss=peak,
-    )
-
+_HOMES = {
+    "MapResult": "mapping",
+    "default_jobs": "mapping",
+    "run_tasks": "mapping",
+    "RankTask": "tasks",
+    "TaskError": "tasks",
+    "run_task": "tasks",
+    "default_cache_dir": "cache",
+}
 
 __all__ = [
     "MapResult",
@@ -133,3 +38,10 @@ __all__ = [
     "run_task",
     "run_tasks",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tracescale.parallel' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tracescale.parallel.{home}"), name)

@@ -24,11 +24,14 @@ import stat
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tracescale
-from tracescale.classify.rank import RankResult
-from tracescale.parallel.entry import decode, encode
-from tracescale.parallel.tasks import RankTask, has_protocol
+from tracescale.ingest.remote import is_url as has_protocol
+
+if TYPE_CHECKING:  # the entry codec (pandas) loads only when an entry is read or written
+    from tracescale.classify.rank import RankResult
+    from tracescale.parallel.tasks import RankTask
 
 #: Largest entry read back: a rank's compact result is megabytes; more is damage or an attack.
 MAX_ENTRY_BYTES = 1 << 30
@@ -85,14 +88,20 @@ def file_version(path: str) -> tuple[int, int] | None:
 
 def make_key(task: RankTask, rules_digest: str) -> CacheKey | None:
     """The task's key now, or None when the file cannot be versioned (not cached)."""
-    path = task.path if has_protocol(task.path) else os.path.abspath(task.path)
     try:
-        version = file_version(task.path)
+        return file_key(task.path, rules_digest, task.memory_budget)
     except OSError:
         return None  # missing file: the worker reports it
+
+
+def file_key(path: str, rules_digest: str, memory_budget: int) -> CacheKey | None:
+    """The key of ``path``'s result now; None for a remote file without a modification time.
+    Raises OSError for a local file that cannot be stat'ed."""
+    version = file_version(path)
     if version is None:
         return None
-    return CacheKey(path, version[0], version[1], rules_digest, task.memory_budget, code_version())
+    where = path if has_protocol(path) else os.path.abspath(path)
+    return CacheKey(where, version[0], version[1], rules_digest, memory_budget, code_version())
 
 
 def code_version() -> str:
@@ -156,6 +165,8 @@ class ResultCache:
         blob = read_regular_file(os.path.join(self.directory, key.slot()), MAX_ENTRY_BYTES)
         if blob is None:
             return None
+        from tracescale.parallel.entry import decode
+
         try:
             return decode(blob, key.as_dict())
         except Exception:  # untrusted bytes: whatever fails to verify or parse is a miss
@@ -165,6 +176,8 @@ class ResultCache:
         """Store ``result`` atomically; an unusable directory disables writing, once."""
         if not self._writable:
             return
+        from tracescale.parallel.entry import encode
+
         try:
             blob = encode(result, key.as_dict())
         except ValueError:

@@ -1,0 +1,207 @@
+"""Per-rank results -> runs, and a merged run -> its entry in the document.
+
+Which results form each run's executions (the ``--steps`` selection applied, successive
+profiling windows of one rank pooled, overlapping duplicates refused), and the run entry of
+the contract (seconds, per-step rows) that every report number is reproduced from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.rank import RankResult
+from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
+from tracescale.classify.stragglers import find_stragglers
+from tracescale.classify.top_ops import run_top_ops
+from tracescale.errors import InvalidTraceError, UsageError
+from tracescale.ingest.discover import RunSpec
+from tracescale.ingest.group import pooled_windows_note
+from tracescale.parallel.tasks import TaskError
+
+_ROW_COLUMNS = [c for c in STEP_COLUMNS if c != "start"]
+
+
+def select_steps(result: RankResult, steps: slice | None) -> RankResult:
+    """Keep the steps whose ProfilerStep number lies in ``steps`` (negatives: from the end)."""
+    if steps is None:
+        return result
+    numbers = result.steps["step"].to_numpy()
+    position = np.arange(len(numbers))
+    keep = np.ones(len(numbers), dtype=bool)
+    if steps.start is not None:
+        start = int(steps.start)
+        keep &= (numbers >= start) if start >= 0 else (position >= len(numbers) + start)
+    if steps.stop is not None:
+        stop = int(steps.stop)
+        keep &= (numbers < stop) if stop >= 0 else (position < len(numbers) + stop)
+    kept = result.steps[keep].reset_index(drop=True)
+    if kept.empty:
+        have = f"#{numbers.min()}–#{numbers.max()}" if len(numbers) else "no ProfilerStep"
+        raise UsageError(
+            f"--steps {_slice_text(steps)} keeps none of this rank's steps ({have}); "
+            "numbers are ProfilerStep numbers, as inspect shows them",
+            path=result.path,
+        )
+    keep_numbers = set(kept["step"].tolist())
+    coll = result.collectives[result.collectives["step"].isin(keep_numbers)]
+    ops = result.op_seconds
+    if len(ops):
+        ops = ops[ops["step"].isin(keep_numbers)].reset_index(drop=True)
+    return dataclasses.replace(
+        result, steps=kept, collectives=coll.reset_index(drop=True), op_seconds=ops
+    )
+
+
+def _slice_text(steps: slice) -> str:
+    start = "" if steps.start is None else str(steps.start)
+    stop = "" if steps.stop is None else str(steps.stop)
+    return f"{start}:{stop}"
+
+
+def _check_duplicate_ranks(results: list[RankResult], notes: list[str]) -> list[RankResult]:
+    """One rank twice in a folder: successive profiling windows are pooled (with a note naming
+    every file and the gap), overlaps are errors."""
+    by_rank: dict[int, list[RankResult]] = {}
+    for r in results:
+        by_rank.setdefault(r.rank, []).append(r)
+    out: list[RankResult] = []
+    for rank, rs in sorted(by_rank.items()):
+        if len(rs) == 1:
+            out.append(rs[0])
+            continue
+        spans = sorted(
+            (
+                r.segments.first,
+                r.segments.stop,
+                r.path,
+            )
+            for r in rs
+        )
+        for (_s0, e0, p0), (s1, _e1, p1) in itertools.pairwise(spans):
+            if s1 < e0:
+                raise InvalidTraceError(
+                    f"rank {rank} appears twice with overlapping time spans: {p0} and {p1}",
+                    path=os.path.dirname(p0),
+                )
+        # Successive windows of one process (tb_plugin's worker0.<span> files): pool the steps.
+        notes.append(pooled_windows_note(rank, [(p, s, e) for s, e, p in spans]))
+        out.extend(rs)
+    return out
+
+
+def run_groups(
+    spec: RunSpec,
+    results: Mapping[str, RankResult | TaskError],
+    steps: slice | None = None,
+    strict: bool = False,
+) -> tuple[list[list[RankResult]], list[str]]:
+    """The map results of one run as its executions (groups whose collectives match), plus
+    notes on the files skipped; ``strict`` makes a bad file an error instead."""
+    notes = list(spec.warnings)
+    groups: list[list[RankResult]] = []
+    for group in spec.groups:
+        ok: list[RankResult] = []
+        for f in group.files:
+            res = results[f.path]
+            if isinstance(res, TaskError):
+                if strict:
+                    raise InvalidTraceError(res.message, path=res.path)
+                notes.append(f"{res.path}: skipped: {res.message}")
+                continue
+            ok.append(select_steps(res, steps))
+        if ok:
+            groups.extend(_split_successive(_check_duplicate_ranks(ok, notes)))
+    return groups, notes
+
+
+def _split_successive(results: list[RankResult]) -> list[list[RankResult]]:
+    """Pooled successive windows of the same rank become separate groups (matched separately)."""
+    groups: list[list[RankResult]] = []
+    for r in results:
+        for g in groups:
+            if all(x.rank != r.rank for x in g):
+                g.append(r)
+                break
+        else:
+            groups.append([r])
+    return groups
+
+
+def _f(x: Any) -> float | None:
+    v = float(x)
+    return v if math.isfinite(v) else None
+
+
+def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
+    """A run's entry of the contract (seconds), including the per-step rows it came from."""
+    steps = run.steps
+    per_rank_means = steps.groupby("rank")[["duration", *CATEGORIES]].mean()
+    breakdown = {c: float(per_rank_means[c].mean()) for c in CATEGORIES}
+    step_times = steps.groupby("step", sort=True)["duration"].mean().to_numpy()
+    rank_extra = steps.groupby("rank")[["overlapped_communication", "communication_wait"]].mean()
+    hta = _hta_shares(run)
+    return {
+        "world_size": run.world_size,
+        "ranks": list(run.ranks),
+        "steps": int(steps.groupby("rank").size().max()) if len(steps) else 0,
+        "paths": list(run.paths),
+        "kind": run.kind,
+        "step_time_s": {
+            "mean": float(per_rank_means["duration"].mean()),
+            "median": float(np.median(step_times)),
+            "p10": float(np.percentile(step_times, 10)),
+            "p90": float(np.percentile(step_times, 90)),
+        },
+        "breakdown_s": breakdown,
+        "overlapped_communication_s": float(rank_extra["overlapped_communication"].mean()),
+        "communication_wait_s": float(rank_extra["communication_wait"].mean()),
+        "communication_by_collective_s": dict(sorted(run.communication_by_collective.items())),
+        "per_rank": [
+            {
+                "rank": int(rank),
+                "step_time_s": float(row[0]),
+                "breakdown_s": {c: float(v) for c, v in zip(CATEGORIES, row[1:], strict=False)},
+                "communication_wait_s": float(wait),
+                **hta.get(int(rank), {}),
+            }
+            for rank, row, wait in zip(
+                per_rank_means.index.tolist(),
+                per_rank_means[["duration", *CATEGORIES]].to_numpy().tolist(),
+                rank_extra["communication_wait"].to_numpy().tolist(),
+                strict=False,
+            )
+        ],
+        "step_times_s": [float(x) for x in step_times],
+        "step_rows": {
+            "columns": _ROW_COLUMNS,
+            "data": [[_f(v) for v in row] for row in steps[_ROW_COLUMNS].to_numpy().tolist()],
+        },
+        "top_ops": run_top_ops(run.ops),
+        "stragglers": find_stragglers(steps),
+        "warnings": list(run.warnings),
+    }
+
+
+def _hta_shares(run: RunBreakdown) -> dict[int, dict[str, Any]]:
+    """Per rank: HTA-compatible ``gpu_idle_pct`` and ``comm_comp_overlap_pct`` (GPU runs) and
+    the interval measures they come from (``gpu_time_s``; see classify/gpu_metrics.py)."""
+    out: dict[int, dict[str, Any]] = {}
+    for row in run.gpu_metrics.itertuples(index=False):
+        out[int(row.rank)] = {
+            "gpu_idle_pct": _pct(row.gpu_idle_pct),
+            "comm_comp_overlap_pct": _pct(row.comm_comp_overlap_pct),
+            "gpu_time_s": row.totals.seconds(),
+        }
+    return out
+
+
+def _pct(x: Any) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
