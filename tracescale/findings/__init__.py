@@ -16,14 +16,13 @@ from tracescale.findings.common import (
     Finding,
     cat_time,
     d,
-    gpus,
     lst,
     mean_step,
     speedup_text,
 )
 from tracescale.findings.levers import category_levers, op_levers, variability_lever
 from tracescale.report.bounds import optimum_of
-from tracescale.report.fmt import label, num, secs
+from tracescale.report.fmt import Unit, label, num, secs, unit_of
 
 __all__ = ["Finding", "document_findings", "top_findings"]
 
@@ -46,19 +45,20 @@ def _slowdown(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[f
     if not slow and constants <= mean_step(runs[-1]):
         return []
     first, last = runs[0], runs[-1]
+    count = unit_of(study).of
     growth = {c: cat_time(last, c) - cat_time(first, c) for c in d(last.get("breakdown_s"))}
     cat = max(growth, key=lambda c: growth[c]) if growth else None
     text = SLOWDOWN
     if slow:
         p = min(slow, key=lambda q: num(q.get("speedup")) or 0.0)
-        text += f" (speedup {num(p.get('speedup')) or 0.0:.2f}x at {gpus(p.get('world_size'))})"
+        text += f" (speedup {num(p.get('speedup')) or 0.0:.2f}x at {count(p.get('world_size'))})"
     else:
         text += f" (the fitted constant parts, {secs(constants)}, exceed the measured step)"
     if cat is not None and growth[cat] > 0:
         text += (
             f". {label(cat)} grows the most: {secs(cat_time(first, cat))} at "
-            f"{gpus(first.get('world_size'))} -> {secs(cat_time(last, cat))} at "
-            f"{gpus(last.get('world_size'))} per step"
+            f"{count(first.get('world_size'))} -> {secs(cat_time(last, cat))} at "
+            f"{count(last.get('world_size'))} per step"
         )
     return [
         (
@@ -70,7 +70,7 @@ def _slowdown(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[f
     ]
 
 
-def _stragglers(runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
+def _stragglers(runs: list[dict[str, Any]], unit: Unit) -> list[tuple[float, Finding]]:
     """The late rank of the largest run that has one, and what bringing it in line buys."""
     for run in reversed(runs):
         found = [s for s in lst(run.get("stragglers")) if isinstance(s, dict)]
@@ -85,8 +85,8 @@ def _stragglers(runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
         gain = t / after
         cat = str(s.get("category")) if s.get("category") else None
         text = (
-            f"Rank {s.get('rank')} is a straggler at {gpus(run.get('world_size'))}: its own work "
-            f"takes {secs(extra)} more per step than the median rank's"
+            f"Rank {s.get('rank')} is a straggler at {unit.of(run.get('world_size'))}: its own "
+            f"work takes {secs(extra)} more per step than the median rank's"
         )
         if cat:
             text += f", mostly {label(cat).lower()}"
@@ -112,7 +112,8 @@ def _efficiency(study: dict[str, Any]) -> list[tuple[float, Finding]]:
     n, base = p.get("world_size"), sc.get("baseline_world_size")
     kind = "Weak-scaling (throughput) efficiency" if study.get("mode") == "weak" else "Efficiency"
     verb = "falls to" if e < 0.9 else "stays at"
-    text = f"{kind} {verb} {e:.0%} at {gpus(n)} (speedup {s:.1f}x over {gpus(base)})"
+    count = unit_of(study).of
+    text = f"{kind} {verb} {e:.0%} at {count(n)} (speedup {s:.1f}x over {count(base)})"
     return [(1.0 + 0.01 * (1.0 - e), Finding(text=text, category=None, value=e, kind="context"))]
 
 
@@ -124,7 +125,8 @@ def _optimum(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[fl
     if opt is None:
         return []
     n_max = num(runs[-1].get("world_size")) or 1.0
-    where = gpus(int(opt))
+    unit = unit_of(study)
+    where = unit.of(int(opt))
     if len(runs) == 1 or sc.get("assumed"):
         text = (
             f"If the parallel part scales as 1/N (an assumption: one run cannot show it), "
@@ -136,14 +138,16 @@ def _optimum(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[fl
             f"largest measured N: an extrapolation, not a measurement."
         )
     else:
-        text = f"Step time is lowest at {where}: beyond it, more GPUs make each step slower."
+        text = (
+            f"Step time is lowest at {where}: beyond it, more {unit.plural} make each step slower."
+        )
     if study.get("mode") == "weak":
         text = text.replace("the lowest step time", "the highest throughput")
         text = text.replace("step time would be lowest", "throughput would be highest")
         text = text.replace(
             "Step time is lowest at", "Throughput (samples per second) is highest at"
         )
-        text = text.replace("more GPUs make each step slower", "more GPUs lower throughput")
+        text = text.replace("make each step slower", "lower throughput")
     return [(1.02, Finding(text=text, category=None, value=opt, kind="context"))]
 
 
@@ -158,7 +162,7 @@ def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
     mode = str(study.get("mode") or "strong")
     scored = _slowdown(study, runs) + category_levers(study, runs, mode)
     scored += variability_lever(study, runs)
-    scored += op_levers(study, runs, mode) + _stragglers(runs)
+    scored += op_levers(study, runs, mode) + _stragglers(runs, unit_of(study))
     scored += _efficiency(study) + _optimum(study, runs)
     scored.sort(key=lambda sf: -sf[0])
     out = [f for _, f in scored[:limit]]

@@ -39,10 +39,6 @@ def lst(x: Any) -> list[Any]:
     return x if isinstance(x, list) else []
 
 
-def gpus(n: Any) -> str:
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
-
-
 def mean_step(run: dict[str, Any]) -> float:
     return num(d(run.get("step_time_s")).get("mean")) or 0.0
 

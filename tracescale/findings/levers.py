@@ -21,14 +21,13 @@ from tracescale.findings.common import (
     cat_label,
     cat_time,
     d,
-    gpus,
     mean_step,
     names_clause,
     speedup_text,
     target_of,
     top_ops,
 )
-from tracescale.report.fmt import label, num, secs
+from tracescale.report.fmt import Unit, label, num, secs, unit_of
 from tracescale.report.names import short_name
 
 #: How each category would be fixed, said in the finding (compute has its own wording).
@@ -39,12 +38,12 @@ _HOW = {
     "sync": "removed (no blocking host-device synchronization)",
     "reduction": "taken off the critical path (not done by one rank while the others wait)",
     "memcpy": "overlapped with compute (pinned memory, non_blocking copies)",
-    "idle": "filled (the GPU kept busy)",
+    "idle": "filled (the {unit} kept busy)",
 }
 _HOW_LAUNCH = "cut (CUDA graphs, fused kernels, or more work per launch)"
 
 
-def _trend(first: dict[str, Any], last: dict[str, Any], cat: str, mode: str) -> str:
+def _trend(first: dict[str, Any], last: dict[str, Any], cat: str, mode: str, unit: Unit) -> str:
     """', and does not shrink with more GPUs' from the first and the last measured run."""
     if first is last:
         return ""
@@ -53,9 +52,9 @@ def _trend(first: dict[str, Any], last: dict[str, Any], cat: str, mode: str) -> 
     if t0 <= 0:
         return " (absent at the smallest N)" if t1 > 0 else ""
     if t1 > 1.3 * t0:
-        return f"; it grows with more GPUs (from {secs(t0)} at {gpus(int(n0))})"
+        return f"; it grows with more {unit.plural} (from {secs(t0)} at {unit.of(int(n0))})"
     if mode != "weak" and t1 >= 0.7 * t0:
-        return f"; it does not shrink with more GPUs ({secs(t0)} at {gpus(int(n0))})"
+        return f"; it does not shrink with more {unit.plural} ({secs(t0)} at {unit.of(int(n0))})"
     return ""
 
 
@@ -87,7 +86,7 @@ def _assumed_clause(study: dict[str, Any], cat: str, first: dict[str, Any]) -> s
     g = t.step_s / (t.step_s - part)
     return (
         f" If the parallel part scales as 1/N (an assumption: one run cannot show it), "
-        f"at {gpus(t.world_size)} it would be {g:.2f}x."
+        f"at {unit_of(study).of(t.world_size)} it would be {g:.2f}x."
     )
 
 
@@ -104,6 +103,8 @@ def category_levers(
     if t.step_s <= 0:
         return []
     n_last = last.get("world_size")
+    unit = unit_of(study)
+    count = unit.of
     out = []
     for cat in d(last.get("breakdown_s")):
         now = cat_time(last, cat)
@@ -120,7 +121,7 @@ def category_levers(
         else:
             fixed = 0.0
             how_cat = _HOW_LAUNCH if cat_label(last, cat).startswith("Host launch") else None
-            how = f"it were {how_cat or _HOW.get(cat, 'removed')}"
+            how = f"it were {how_cat or _HOW.get(cat, 'removed').format(unit=unit.name)}"
         after = t.step_s - there + min(fixed, there)
         if after <= 0 or there <= fixed:
             continue
@@ -130,11 +131,11 @@ def category_levers(
         share = now / mean_step(last) if mean_step(last) > 0 else 0.0
         name = cat_label(last, cat)
         verb = "take" if name.endswith("copies") else "takes"
-        text = f"{name} {verb} {secs(now)} per step ({share:.0%}) at {gpus(n_last)}"
-        text += names_clause(last, cat) + _trend(first, last, cat, mode)
+        text = f"{name} {verb} {secs(now)} per step ({share:.0%}) at {count(n_last)}"
+        text += names_clause(last, cat) + _trend(first, last, cat, mode, unit)
         if cat == "communication":
             text += _overlap_clause(last)
-        where = f"at {gpus(t.world_size)}" + (" (projected)" if t.projected else " (measured)")
+        where = f"at {count(t.world_size)}" + (" (projected)" if t.projected else " (measured)")
         text += f". If {how}, steps would be {speedup_text(gain, t.step_s, after)} {where}."
         if single and cat != "compute":
             text += _assumed_clause(study, cat, first)
@@ -156,7 +157,8 @@ def variability_lever(
     if gain < MIN_GAIN:
         return []
     text = (
-        f"Rank-to-rank variability: at {gpus(t.world_size)} (projected) each step waits "
+        f"Rank-to-rank variability: at {unit_of(study).of(t.world_size)} (projected) each step "
+        f"waits "
         f"{secs(var)} for the slowest rank ({var / t.step_s:.0%} of the step, counted in "
         "communication). If every rank arrived as the typical one does (steadier data "
         f"loading and per-rank work), steps would be {speedup_text(gain, t.step_s, after)}."
@@ -174,6 +176,8 @@ def op_levers(
     t = target_of(study, last)
     if t.step_s <= 0:
         return []
+    unit = unit_of(study)
+    count = unit.of
     found = []
     for cat in d(last.get("top_ops")):
         for e in top_ops(last, cat):
@@ -192,12 +196,12 @@ def op_levers(
                 continue
             verb = "grows" if str(law.get("form", "")).startswith("grows") else "does not shrink"
             text = (
-                f"`{short_name(str(e['name']))}` ({label(cat).lower()}) {verb} with more GPUs "
-                f"({law.get('form')}): {secs(e.get('seconds'))} per step at "
-                f"{gpus(last.get('world_size'))}, {share:.0%} of "
+                f"`{short_name(str(e['name']))}` ({label(cat).lower()}) {verb} with more "
+                f"{unit.plural} ({law.get('form')}): {secs(e.get('seconds'))} per step at "
+                f"{count(last.get('world_size'))}, {share:.0%} of "
                 f"{basis_clause(last, cat, lead='the ') or label(cat).lower()}. "
                 f"Without it, steps would be {speedup_text(gain, t.step_s, t.step_s - part)} "
-                f"at {gpus(t.world_size)} (projected)."
+                f"at {count(t.world_size)} (projected)."
             )
             found.append((gain, Finding(text=text, category=cat, value=gain, kind="op")))
     found.sort(key=lambda sf: -sf[0])

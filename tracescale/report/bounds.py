@@ -69,7 +69,8 @@ def optimum_note(study: dict[str, Any]) -> str:
     if opt is None:
         what = "throughput keeps rising" if weak else "step time keeps falling"
         return f"No optimum world size within the model: projected {what} with N."
-    where = fmt.gpus(int(opt))
+    unit = fmt.unit_of(study)
+    where = unit.of(int(opt))
     best = "throughput is highest" if weak else "step time is lowest"
     if len(runs) < 2 or sc.get("assumed"):
         return f"If the parallel part scales as 1/N (assumed: one run), {best} at {where}."
@@ -78,4 +79,4 @@ def optimum_note(study: dict[str, Any]) -> str:
             f"The model says {best} at {where}, {opt / n_max:.0f}x beyond the largest measured "
             "N: an extrapolation."
         )
-    return f"{best[0].upper()}{best[1:]} at {where}: beyond it, more GPUs do not help."
+    return f"{best[0].upper()}{best[1:]} at {where}: beyond it, more {unit.plural} do not help."

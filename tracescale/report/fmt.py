@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 CATEGORY_LABELS: dict[str, str] = {
@@ -125,9 +126,32 @@ def interval(ci: Any, fmt: Any = secs) -> str:
     return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
-def gpus(n: Any) -> str:
-    """'8 GPUs' / '1 GPU'."""
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+@dataclass(frozen=True)
+class Unit:
+    """What a study's world size counts: GPUs, or ranks when no run has GPU work (a CPU-only
+    job run with gloo would otherwise read as "at 4 GPUs" with no GPU anywhere)."""
+
+    name: str  # singular: "GPU" or "rank"
+
+    def of(self, n: Any) -> str:
+        """'8 GPUs' / '1 GPU' / '4 ranks'."""
+        return f"{n} {self.name}" if n == 1 else f"{n} {self.name}s"
+
+    @property
+    def plural(self) -> str:
+        return f"{self.name}s"
+
+
+GPU = Unit("GPU")
+RANK = Unit("rank")
+
+
+def unit_of(study: dict[str, Any]) -> Unit:
+    """Ranks when every run of the study is CPU-only (``kind`` "cpu"), else GPUs."""
+    runs = study.get("runs")
+    runs = runs if isinstance(runs, list) else []
+    kinds = {r.get("kind") for r in runs if isinstance(r, dict)}
+    return RANK if kinds == {"cpu"} else GPU
 
 
 def rate(bytes_per_s: Any) -> str:

@@ -50,7 +50,7 @@ def header_block(study: dict[str, Any], index: int, total: int) -> tuple[str, li
         lines.append(f"World sizes measured: {sizes}")
     sc = _d(study.get("scaling"))
     if "baseline_world_size" in sc:
-        base = f"Baseline: {fmt.gpus(sc.get('baseline_world_size'))}"
+        base = f"Baseline: {fmt.unit_of(study).of(sc.get('baseline_world_size'))}"
         if sc.get("assumed"):
             base += " (single run: projections use default assumptions)"
         lines.append(base)
@@ -125,14 +125,17 @@ def points_section(study: dict[str, Any]) -> Section:
             row.append(fmt.times(p.get("gustafson_speedup")))
         sec.rows.append(row)
     base = sc.get("baseline_world_size")
+    unit = fmt.unit_of(study)
     sec.note = (
-        f"Speedup over {fmt.gpus(base)}. Karp–Flatt: the serial fraction the measured speedup "
-        "implies, (1/S − 1/N)/(1 − 1/N) over the one-GPU step"
+        f"Speedup over {unit.of(base)}. Karp–Flatt: the serial fraction the measured speedup "
+        f"implies, (1/S − 1/N)/(1 − 1/N) over the one-{unit.name} step"
     )
     if len(runs) < 2:
         sec.note += "; it needs measured runs at two world sizes, not one."
     elif any(p.get("karp_flatt_estimated") for p in points):
-        sec.note += "; est.: no one-GPU run, so the one-GPU step is the model's estimate."
+        sec.note += (
+            f"; est.: no one-{unit.name} run, so the one-{unit.name} step is the model's estimate."
+        )
     else:
         sec.note += "."
     if str(study.get("mode")) == "weak":
@@ -145,7 +148,8 @@ def serial_section(study: dict[str, Any]) -> Section:
     sc = _d(study.get("scaling"))
     sf = _d(sc.get("serial_fraction"))
     by_cat = _d(sf.get("by_category"))
-    title = "Serial fraction (the part that does not shrink with more GPUs)"
+    unit = fmt.unit_of(study)
+    title = f"Serial fraction (the part that does not shrink with more {unit.plural})"
     if sc.get("assumed"):
         title += ": assumed, one run"
     sec = Section("serial", title)
@@ -175,7 +179,8 @@ def serial_section(study: dict[str, Any]) -> Section:
             "constants scaled to the total."
         )
     if sf.get("t1_estimated"):
-        notes.append("T(1) est.: no one-GPU run; the one-GPU step is the model's estimate.")
+        one = f"one-{unit.name}"
+        notes.append(f"T(1) est.: no {one} run; the {one} step is the model's estimate.")
     slow = [
         p
         for p in _l(sc.get("points"))
