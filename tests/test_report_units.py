@@ -30,7 +30,8 @@ def test_unit_follows_the_runs_kinds() -> None:
     assert unit_of({"runs": [{"kind": "cpu"}, {"kind": "gpu"}]}) is GPU
     assert unit_of({"runs": [{}]}) is GPU  # documents from before ``kind``: as they were
     assert unit_of({"runs": "damaged"}) is GPU
-    assert (RANK.of(1), RANK.of(4), GPU.of(1), GPU.of(8)) == ("1 rank", "4 ranks", "1 GPU", "8 GPUs")
+    counts = [RANK.of(1), RANK.of(4), GPU.of(1), GPU.of(8)]
+    assert counts == ["1 rank", "4 ranks", "1 GPU", "8 GPUs"]
 
 
 def test_cpu_only_findings_count_ranks() -> None:

@@ -136,3 +136,26 @@ def test_projections_nonnegative_and_finite(
         assert all(np.isfinite(v) and v >= 0 for v in pr.breakdown_s.values())
         assert pr.ci90[0] <= pr.step_time_s <= pr.ci90[1]
     assert 0 <= res.serial_fraction.total <= 1 + 1e-9
+
+
+def test_karp_flatt_is_a_fraction_or_null_and_the_raw_value_is_kept():
+    from tracescale.report.bounds import karp_flatt_cell
+    from tracescale.scaling.synthetic import Synth as _Synth
+
+    single = analyze_scaling([run(BASE, 4)], n_boot=5)
+    for p in single.points:  # one run: e would only restate the assumed T(1)
+        assert (p.karp_flatt, p.karp_flatt_raw, p.karp_flatt_by_category) == (None, None, None)
+    # communication dwarfs the work: every larger N is slower than N=1
+    slow = _Synth(serial={"compute": 0.01}, parallel={"compute": 0.02}, buckets=[400_000_000])
+    res = analyze_scaling(study(slow, (1, 2, 4)), n_boot=5)
+    for p in res.points[1:]:
+        s, n = p.speedup, p.world_size
+        assert s < 1 and p.karp_flatt_raw == pytest.approx((1 / s - 1 / n) / (1 - 1 / n))
+        assert p.karp_flatt_raw > 1 and p.karp_flatt is None and p.karp_flatt_by_category is None
+        d = p.to_dict()
+        assert d["karp_flatt"] is None and d["karp_flatt_raw"] == p.karp_flatt_raw
+        assert karp_flatt_cell(d, 3) == ">1 (slower)"
+    fine = analyze_scaling(study(BASE, (1, 2, 4)), n_boot=5)
+    for p in fine.points[1:]:
+        assert p.karp_flatt is not None and 0 <= p.karp_flatt <= 1
+        assert p.karp_flatt == p.karp_flatt_raw

@@ -186,7 +186,9 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
         "replay_error": {str(r.world_size): r.replay_error for r in study.runs},
         "base_world_size": study.base.world_size,
         "validation_error": study.validation_error,
-        "serial_fraction": _clamp(t_inf / t1) if t1 > 0 else None,
+        # T_inf/T(1) is Amdahl's fraction of a fixed problem; in weak scaling the work grows
+        # with N, so the ratio (about 1) says nothing: null, the closed form's share stands.
+        "serial_fraction": _clamp(t_inf / t1) if t1 > 0 and mode == "strong" else None,
         "t_inf_s": t_inf,
         "t1_s": t1,
         "laws": {

@@ -16,19 +16,21 @@ from tracescale.report.blocks import _d, runs_of
 def karp_flatt_cell(point: dict[str, Any], measured_runs: int) -> str:
     """Karp–Flatt as it can honestly be read: only from two measured runs, bounded, marked.
 
-    Outside [0, 1] the metric is no serial fraction: above one the job got slower than the
+    Outside [0, 1] the metric is no serial fraction (the document then has ``karp_flatt`` null
+    and the formula's value in ``karp_flatt_raw``): above one the job got slower than the
     baseline, below zero it sped up more than N (superlinear); "est." marks a value computed
     over a modelled one-GPU time rather than a measured one.
     """
     v = fmt.num(point.get("karp_flatt"))
-    if v is None or measured_runs < 2:
+    raw = fmt.num(point.get("karp_flatt_raw")) if v is None else v
+    if raw is None or measured_runs < 2:
         return fmt.DASH
-    if v > 1.0:
+    if raw > 1.0:
         text = ">1 (slower)"
-    elif v < 0.0:
+    elif raw < 0.0:
         text = "<0 (superlinear)"
     else:
-        text = fmt.fixed(v)
+        text = fmt.fixed(raw)
     return text + (" (est.)" if point.get("karp_flatt_estimated") else "")
 
 

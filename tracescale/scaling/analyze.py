@@ -32,6 +32,7 @@ from tracescale.scaling.result import (
     WhatIf,
 )
 from tracescale.scaling.serial import (
+    as_serial_fraction,
     gustafson,
     karp_flatt,
     karp_flatt_by_category,
@@ -132,7 +133,10 @@ def _points(
         if model.mode == "weak":
             sh, _ = weak_share(a.cats, a.serial_compute, assumptions)
             g = gustafson(n, sh)
-        kf = karp_flatt(s1, n)
+        # One run says nothing about how time changes with N: its e would only restate the
+        # model's assumed T(1). Outside [0, 1] the value is kept as raw, never as a fraction.
+        raw = karp_flatt(s1, n) if len(aggs) >= 2 else None
+        kf = as_serial_fraction(raw)
         out.append(
             ScalingPoint(
                 world_size=n,
@@ -141,10 +145,13 @@ def _points(
                 speedup=s,
                 efficiency=s * base.world_size / n,
                 karp_flatt=kf,
-                karp_flatt_estimated=est and kf is not None,
-                karp_flatt_by_category=karp_flatt_by_category(a.cats, t1c, n, model.mode),
+                karp_flatt_estimated=est and raw is not None,
+                karp_flatt_by_category=(
+                    karp_flatt_by_category(a.cats, t1c, n, model.mode) if kf is not None else None
+                ),
                 gustafson_speedup=g,
                 serial_share=sh,
+                karp_flatt_raw=raw,
             )
         )
     return tuple(out)
@@ -276,7 +283,9 @@ def analyze_scaling(
         step_stats=stats,
         points=_points(aggs, stats, model, assume),
         serial_fraction=frac,
-        amdahl_limit=1.0 / frac.total if frac.total > 0 else None,
+        # Amdahl's cap holds for a fixed global problem; weak scaling grows the work with N
+        # (Gustafson), where a cap would contradict the projected throughput speedups.
+        amdahl_limit=1.0 / frac.total if frac.total > 0 and mode_ == "strong" else None,
         optimal_world_size=optimal_world_size(model, base_n),
         models=_models(model),
         projections=proj,

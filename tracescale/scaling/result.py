@@ -91,7 +91,13 @@ class StepStats:
 
 @dataclass(frozen=True)
 class ScalingPoint:
-    """One measured world size. ``karp_flatt_by_category`` sums to ``karp_flatt``."""
+    """One measured world size. ``karp_flatt_by_category`` sums to ``karp_flatt``.
+
+    ``karp_flatt`` is the experimentally determined serial fraction, so it is set only where
+    it is one: from at least two measured runs and inside [0, 1]. ``karp_flatt_raw`` keeps the
+    formula's value wherever it is defined: above 1 the job got slower than the baseline,
+    below 0 it sped up more than N (superlinear), and neither is a fraction of anything.
+    """
 
     world_size: int
     step_time_s: float
@@ -103,6 +109,7 @@ class ScalingPoint:
     karp_flatt_by_category: Mapping[str, float] | None
     gustafson_speedup: float | None = None
     serial_share: float | None = None
+    karp_flatt_raw: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -110,6 +117,7 @@ class ScalingPoint:
             "speedup": self.speedup,
             "efficiency": self.efficiency,
             "karp_flatt": self.karp_flatt,
+            "karp_flatt_raw": self.karp_flatt_raw,
             "karp_flatt_estimated": self.karp_flatt_estimated,
             "karp_flatt_by_category": self.karp_flatt_by_category,
             "step_time_s": self.step_time_s,

@@ -26,6 +26,13 @@ def karp_flatt(speedup_over_one: float, n: int) -> float | None:
     return (1.0 / speedup_over_one - 1.0 / n) / (1.0 - 1.0 / n)
 
 
+def as_serial_fraction(e: float | None) -> float | None:
+    """``e`` where it reads as a serial fraction (inside [0, 1], rounding noise forgiven)."""
+    if e is None or not -1e-9 <= e <= 1.0 + 1e-9:
+        return None
+    return min(max(e, 0.0), 1.0)
+
+
 def karp_flatt_by_category(
     t_n: Mapping[str, float], t_1: Mapping[str, float], n: int, mode: str
 ) -> dict[str, float] | None:
