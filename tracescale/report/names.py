@@ -9,8 +9,12 @@ def short_name(name: str, width: int = 60) -> str:
     """A kernel or op name short enough for a sentence (the JSON keeps the full name).
 
     A C++ kernel signature loses its return type, its trailing argument list and the inside
-    of its template arguments (``void ns::k<float, 4>(int, float*)`` -> ``ns::k<…>``); what is
-    still too long is cut in the middle, so both the namespace and the kernel stay readable.
+    of its template arguments (``void ns::k<float, 4>(int, float*)`` -> ``ns::k<…>``). What is
+    still too long loses its leading qualifiers first (``enumerate(DataLoader)#``, namespaces,
+    folders), since the last part is what names the op and tells two ops apart
+    (``…_SingleProcessDataLoaderIter.__next__`` and ``…_MultiProcessingDataLoaderIter.__next__``,
+    where a cut in the middle would remove exactly the difference); only a last part that is
+    still too long is cut in the middle.
     """
     text = name.strip().replace("(anonymous namespace)", "(anon)")
     if text.endswith(")"):
@@ -36,8 +40,18 @@ def short_name(name: str, width: int = 60) -> str:
     text = "".join(out) or name
     if len(text) <= width:
         return text
+    ends = [m.end() for m in _QUALIFIER_END.finditer(text)]
+    # The bare last part ("__next__") says too little once the name has several qualifiers.
+    for end in ends[:-1] if len(ends) > 1 else ends:
+        tail = text[end:]
+        if len(tail) < width and tail.strip():
+            return "…" + tail
     keep = width - 1
     return text[: keep // 2] + "…" + text[-(keep - keep // 2) :]
+
+
+#: Where a leading qualifier ends: after '#', '::', '/' or a '.' that joins two names.
+_QUALIFIER_END = re.compile(r"#|::|/|(?<=\w)\.(?=\w)")
 
 
 def short_names(names: list[str], width: int = 48) -> list[str]:
