@@ -274,3 +274,29 @@ def test_host_time_no_op_owns_is_said_to_be_untraced() -> None:
     assert names_clause(run, "host") == (
         ", not inside any traced op (untraced Python or CPU work between ops)"
     )
+
+
+def test_straggler_gain_runs_from_the_step_less_its_extra_to_the_median_rank() -> None:
+    """In line, the late rank loses its extra own time and may lose its waits for others'
+    work too (they overlap what the others then do): both ends are said, the cautious one
+    ranks. Simulated truth for this shape: 69.8 ms with rank 3 at 1.5x, 55.3 ms without."""
+    late = {"rank": 3, "extra_s": 0.0106, "category": "compute", "median_own_s": 0.0553}
+    run = {
+        "world_size": 4,
+        "step_time_s": {"mean": 0.0698},
+        "breakdown_s": {"compute": 0.0698},
+        "stragglers": [late],
+    }
+    found = [f for f in top_findings({"runs": [run]}, limit=10) if f["kind"] == "straggler"]
+    assert found[0]["text"] == (
+        "Rank 3 is a straggler at 4 GPUs: its own work takes 10.6 ms more per step than the "
+        "median rank's, mostly compute; the other ranks wait for it. In line with the median "
+        "rank, steps would be 1.18x to 1.26x faster (69.8 ms → 55.3 ms to 59.2 ms per step: at "
+        "least the median rank's own work, at most the step less its extra)."
+    )
+    assert found[0]["value"] == pytest.approx(0.0698 / 0.0592)
+    late["median_own_s"] = 0.0590  # no wider than 1%: one figure
+    found = [f for f in top_findings({"runs": [run]}, limit=10) if f["kind"] == "straggler"]
+    assert found[0]["text"].endswith(
+        "steps would be 1.18x faster (69.8 ms → 59.2 ms per step)."
+    )

@@ -71,7 +71,14 @@ def _slowdown(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[f
 
 
 def _stragglers(runs: list[dict[str, Any]], unit: Unit) -> list[tuple[float, Finding]]:
-    """The late rank of the largest run that has one, and what bringing it in line buys."""
+    """The late rank of the largest run that has one, and what bringing it in line buys.
+
+    Bringing it in line removes its extra own time, and may remove more: the waits it had
+    for others' work (a rank-0 reduction) overlap what the others then do anyway. So the step
+    after is a range: at most the step less its extra time, at least the median rank's own
+    time (its step without waiting for others); the finding says both ends and ranks itself
+    by the cautious one.
+    """
     for run in reversed(runs):
         found = [s for s in lst(run.get("stragglers")) if isinstance(s, dict)]
         t = mean_step(run)
@@ -83,6 +90,7 @@ def _stragglers(runs: list[dict[str, Any]], unit: Unit) -> list[tuple[float, Fin
         if after <= 0:
             continue
         gain = t / after
+        floor = num(s.get("median_own_s"))
         cat = str(s.get("category")) if s.get("category") else None
         text = (
             f"Rank {s.get('rank')} is a straggler at {unit.of(run.get('world_size'))}: its own "
@@ -94,7 +102,15 @@ def _stragglers(runs: list[dict[str, Any]], unit: Unit) -> list[tuple[float, Fin
         others = [str(x.get("rank")) for x in found[1:4]]
         if others:
             text += f" (also late: rank{'s' if len(others) > 1 else ''} {', '.join(others)})"
-        text += f". In line with the median rank, steps would be {speedup_text(gain, t, after)}."
+        if floor is not None and 0 < floor < 0.99 * after:
+            text += (
+                f". In line with the median rank, steps would be {gain:.2f}x to "
+                f"{t / floor:.2f}x faster ({secs(t)} → {secs(floor)} to {secs(after)} per step: "
+                "at least the median rank's own work, at most the step less its extra)."
+            )
+        else:
+            text += ". In line with the median rank, steps would be "
+            text += f"{speedup_text(gain, t, after)}."
         return [(gain, Finding(text=text, category=cat, value=gain, kind="straggler"))]
     return []
 
