@@ -297,6 +297,4 @@ def test_straggler_gain_runs_from_the_step_less_its_extra_to_the_median_rank() -
     assert found[0]["value"] == pytest.approx(0.0698 / 0.0592)
     late["median_own_s"] = 0.0590  # no wider than 1%: one figure
     found = [f for f in top_findings({"runs": [run]}, limit=10) if f["kind"] == "straggler"]
-    assert found[0]["text"].endswith(
-        "steps would be 1.18x faster (69.8 ms → 59.2 ms per step)."
-    )
+    assert found[0]["text"].endswith("steps would be 1.18x faster (69.8 ms → 59.2 ms per step).")
