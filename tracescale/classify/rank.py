@@ -25,6 +25,7 @@ from tracescale.classify.timeline import (
     coverage,
     last_at_or_before,
     merge_runs,
+    overlap_window,
     sorted_unique,
 )
 from tracescale.classify.top_ops import rank_op_seconds
@@ -293,15 +294,7 @@ def _step_table(
     transfer = np.bincount(k[comm], weights=w[comm], minlength=n)
     rep = cov["replicated"][in_step] & (seg_cat[in_step] == CAT["compute"])
     serial_compute = np.bincount(k[rep], weights=w[rep], minlength=n)
-    window = np.zeros(n, dtype=np.float64)
-    s_in, e_in = seg_s[in_step], seg_e[in_step]
-    for j in range(n):
-        sel = (k == j) & comm
-        if not sel.any():
-            continue
-        a, b = s_in[sel].min(), e_in[sel].max()
-        span = (k == j) & compute_cov & (s_in >= a) & (e_in <= b)
-        window[j] = w[span].sum()
+    window = overlap_window(k, seg_s[in_step], seg_e[in_step], w, comm, compute_cov, n)
     origin = int(win.start[0])
     data = {
         "rank": np.full(n, rank, dtype=np.int64),
