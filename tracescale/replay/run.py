@@ -90,9 +90,13 @@ def replay_run(
     def build() -> GraphInput:
         with local_copy(path) as local:  # a URL (s3://, memory://) is read as the map step does
             trace = load_trace(local, memory_budget=memory_budget)
-        res = classify_rank(trace, rules, rank=rank)
-        graph = build_graph(trace, find_steps(trace), res.collectives)
-        return GraphInput(graph, res.collectives, len(trace.meta.device_names))
+        # Only the collective instances are kept: the rest of the rank's classification
+        # is freed before the graph is built beside the trace (the stage's memory peak).
+        coll = classify_rank(trace, rules, rank=rank).collectives
+        devices = len(trace.meta.device_names)
+        graph = build_graph(trace, find_steps(trace), coll)
+        del trace
+        return GraphInput(graph, coll, devices)
 
     if use_cache:
         item = cached_graph_input(cache_dir, path, rank, rules.digest, memory_budget, build)

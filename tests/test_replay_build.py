@@ -1,0 +1,86 @@
+"""The replay's array building blocks against their one-at-a-time definitions: the greedy
+leaf rule, the innermost op, and the compiled replay pass against the plain Python one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracescale.classify.rank import classify_rank
+from tracescale.classify.rules import load_rules
+from tracescale.ingest import load_trace
+from tracescale.ingest.steps import find_steps
+from tracescale.replay import engine
+from tracescale.replay.graph import build_graph
+from tracescale.replay.graph_host import _kept_leaves, innermost, thread_pieces
+
+
+def _greedy(s: list[int], e: list[int], cursor: int) -> list[bool]:
+    out = []
+    for a, z in zip(s, e, strict=True):
+        out.append(a >= cursor)
+        if a >= cursor:
+            cursor = z
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_kept_leaves_is_the_greedy_rule(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    s = np.sort(rng.integers(0, 200, n)).astype(np.int64)
+    e = s + rng.integers(0, 60 if seed % 2 else 5, n)  # odd seeds: long leaves overlap a lot
+    cursor = int(rng.integers(-5, 20))
+    assert _kept_leaves(s, e, cursor).tolist() == _greedy(s.tolist(), e.tolist(), cursor)
+
+
+def test_kept_leaves_when_a_nested_leaf_outlasts_its_parent() -> None:
+    # 0-10 kept, 2-30 nested (skipped) though it ends later, 12-14 kept: a running maximum
+    # of all ends would wrongly skip it.
+    s = np.array([0, 2, 12], dtype=np.int64)
+    e = np.array([10, 30, 14], dtype=np.int64)
+    assert _kept_leaves(s, e, 0).tolist() == [True, False, True]
+
+
+def test_innermost_is_the_latest_started_open_op() -> None:
+    # ops (sorted by start, longer first): A 0-100, B 10-50, C 10-20, D 60-70
+    st = np.array([0, 10, 10, 60], dtype=np.int64)
+    en = np.array([100, 50, 20, 70], dtype=np.int64)
+    q = np.array([-1, 5, 10, 15, 20, 30, 55, 65, 70, 99, 100], dtype=np.int64)
+    assert innermost(st, en, q).tolist() == [-1, 0, 2, 2, 1, 1, 0, 3, 0, 0, -1]
+
+
+def test_thread_pieces_cut_gaps_at_op_boundaries() -> None:
+    # calls 10-12 and 12-20 (an empty gap between them), an op 0-15 and 30-40, thread to 50
+    p = thread_pieces(
+        np.array([10, 12], np.int64), np.array([12, 20], np.int64), np.array([7, 8], np.int64),
+        0, 50, np.array([0, 30], np.int64), np.array([15, 40], np.int64),
+        np.array([3, 4], np.int64), np.zeros(0, np.int64),
+    )  # fmt: skip
+    assert list(zip(p.start.tolist(), p.end.tolist(), strict=True)) == [
+        (0, 10), (10, 12), (12, 12), (12, 20), (20, 30), (30, 40), (40, 50),
+    ]  # fmt: skip
+    assert p.event.tolist() == [-1, 7, -1, 8, -1, -1, -1]
+    assert p.op.tolist() == [3, -1, 3, -1, -1, 4, -1]
+
+
+def test_compiled_replay_equals_the_python_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if engine._compiled is None:
+        pytest.skip("numba is not installed: only the Python pass runs here")
+    from tracescale.simulate import make_params, simulate
+
+    simulate([2], tmp_path, steps=3, seed=2, params=make_params({"layers": 6}))
+    path = str(next((tmp_path / "ws2").glob("*.json.gz")))
+    trace = load_trace(path)
+    g = build_graph(trace, find_steps(trace), classify_rank(trace, load_rules()).collectives)
+    scaled = g.dur / 1e9 * np.linspace(0.3, 2.0, len(g))
+    fast = [engine.replay(g), engine.replay(g, scaled)]
+    monkeypatch.setattr(engine, "_compiled", None)
+    slow = [engine.replay(g), engine.replay(g, scaled)]
+    for a, b in zip(fast, slow, strict=True):
+        assert np.array_equal(a.start, b.start) and np.array_equal(a.end, b.end)
+        assert np.array_equal(a.step_time, b.step_time)
