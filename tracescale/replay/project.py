@@ -3,9 +3,11 @@
 - kernels and host gaps: their group's law (``laws.py``), as a ratio to the largest measured N;
 - runtime calls, launch latencies, sync return latencies: constant;
 - collectives: measured transfer times the ratio of the alpha-beta model (``comm.py``) at the
-  new group size, tier and message size; plus the wait for the slowest rank, whose growth is
-  ``E[max of N arrival offsets] - E[max of N_max]`` drawn from the measured offsets at that
-  position in the step ("rank-to-rank variability");
+  new group size, tier and message size; plus the wait for the slowest rank: the instance
+  starts when the slowest of N ranks arrives, ``E[max of N arrival offsets]`` after the mean
+  arrival (``variability.lateness``: host delays pooled over the runs, device jitter from the
+  largest run), so the representative rank waits that less its own offset; the slowest rank
+  of the measured run is not counted twice ("rank-to-rank variability");
 - every measured step of the representative rank is replayed, so a cycle of steps (gradient
   accumulation: three steps without collectives, one with) is projected as the cycle it is.
 
@@ -23,17 +25,12 @@ import numpy.typing as npt
 import pandas as pd
 
 from tracescale.replay.comm import INTER, CommModel, fit_comm, tier_of, unmeasured_inter_range
+from tracescale.replay.delays import DelayModel, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
-from tracescale.replay.variability import (
-    Tail,
-    expected_max,
-    expected_max_of,
-    fit_tail,
-    split_systematic,
-)
+from tracescale.replay.variability import lateness
 
 F64 = npt.NDArray[np.float64]
 _BOOT = 200
@@ -66,8 +63,9 @@ class ReplayStudy:
     _points: dict[tuple[int, int], ReplayPoint] = field(
         default_factory=dict, compare=False, repr=False
     )
-    _tails: dict[int, Tail | None] = field(default_factory=dict, compare=False, repr=False)
-    _cache: dict[tuple[int, int, float, float], tuple[float, float, float, float]] = field(
+    #: Per-rank host delays pooled over the runs (the slowest of N ranks draws from them)
+    delays: DelayModel | None = None
+    _cache: dict[tuple[int, int, float, float], tuple[float, float, float]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -96,6 +94,9 @@ class ReplayStudy:
             law = self.laws.get(name, CONSTANT)
             ratio[k] = law.ratio(1e12 if infinite else n, ref, alt) if law is not CONSTANT else 1.0
         scaled = np.where(np.isin(g.kind, [GAP, DEV]), dur * ratio[g.group], dur)
+        if not infinite and len(base.delay_node):  # the rank at a typical host delay
+            at = base.delay_node
+            scaled[at] = np.maximum(dur[at] - base.delay_excess, 0.0) * ratio[g.group[at]]
         var_total = 0.0
         c = base.coll
         if len(c):
@@ -113,13 +114,10 @@ class ReplayStudy:
                 t = tr * model_n / model_ref if model_ref > 0 else model_n
                 w = float(row.wait)
                 if int(row.group) > 1 and int(row.position) in base.offsets:
-                    shrink, grow, grow_lo, grow_hi = self._wait_terms(
-                        int(row.position), n, host_scale, dev_scale
-                    )
-                    grow = grow_lo if tail_alt < 0 else grow_hi if tail_alt > 0 else grow
-                    if alt:  # the other reading: the whole spread is jitter of the device work
-                        shrink = dev_scale
-                    w = max(w * shrink + grow, 0.0)
+                    # the other reading: the whole spread is jitter of the device work
+                    hs = dev_scale if alt else host_scale
+                    late = self._wait_terms(int(row.position), n, hs, dev_scale)[tail_alt + 1]
+                    w = max(late - float(row.systematic) - float(row.rest) * dev_scale, 0.0)
                 var_total += w
                 new[i] = t + w
             scaled[nodes] = new
@@ -128,61 +126,29 @@ class ReplayStudy:
 
     def _work_scales(self, n: int, alt: bool = False) -> tuple[float, float]:
         """How the base run's host gaps and kernels, in total, scale from N_max to ``n``."""
-        base = self.base
-        sums = {"gap:": [0.0, 0.0], "kernel:": [0.0, 0.0]}
-        for name, t in base.group_time.items():
-            for prefix, acc in sums.items():
-                if name.startswith(prefix):
-                    acc[0] += t
-                    acc[1] += t * self.laws.get(name, CONSTANT).ratio(n, base.world_size, alt)
-        host = sums["gap:"][1] / sums["gap:"][0] if sums["gap:"][0] > 0 else 1.0
-        dev = sums["kernel:"][1] / sums["kernel:"][0] if sums["kernel:"][0] > 0 else 1.0
-        return host, dev
+        return work_scales(self.base, self.laws, n, alt)
 
     def _wait_terms(
         self, position: int, n: int, host_scale: float, dev_scale: float
-    ) -> tuple[float, float, float, float]:
-        """(factor on the measured wait, added growth, its low and high end) at one position
-        for ``n`` ranks.
+    ) -> tuple[float, float, float]:
+        """How long after the mean arrival the slowest of ``n`` ranks arrives at one position:
+        (low end, point, high end).
 
-        The spread of arrivals scales with the work that causes it; the expected slowest of
-        ``n`` ranks grows over that of the measured ``N_max``.
+        Point: the pooled host delays with their fitted tail. Ends: the bootstrap resamples
+        (refitted tail) at the 5th/95th percentile of the slowest rank, and the draws alone (no
+        tail beyond them) as a further low end.
         """
         key = (position, n, round(host_scale, 9), round(dev_scale, 9))
         got = self._cache.get(key)
         if got is not None:
             return got
         pool = self.base.offsets[position]
-        ref = self.base.world_size
-        unscaled = pool.offsets(1.0, 1.0)
-        scaled = pool.offsets(host_scale, dev_scale)
-        spread0 = expected_max(unscaled, pool.rank, ref) - float(np.mean(unscaled))
-        spread1 = expected_max(scaled, pool.rank, ref) - float(np.mean(scaled))
-        shrink = spread1 / spread0 if spread0 > 1e-12 else 1.0
-        mu = split_systematic(unscaled, pool.rank)[0]
-        eps1, eps = unscaled - pool.systematic, scaled - pool.systematic
-        if position not in self._tails:
-            self._tails[position] = fit_tail(eps1)
-        tail = self._tails[position]
-
-        def growth(t: Tail | None) -> float:
-            return expected_max_of(mu, eps, n, t) - expected_max_of(mu, eps, ref, t)
-
-        empirical = growth(None)
-        if tail is None:
-            out = (shrink, empirical, empirical, empirical)
-        else:
-            # The fitted tail (shape capped) extrapolates beyond the largest draw. Its shape is
-            # poorly known from a few hundred draws and E[max of N] grows like N^shape, so the
-            # interval spans the bootstrap refits (uncapped) and the empirical draws alone.
-            point = growth(tail)
-            boot = np.array([growth(t) for t in tail.refits()])
-            low, high = (
-                (float(x) for x in np.percentile(boot, [5.0, 95.0]))
-                if len(boot)
-                else (point, point)
-            )
-            out = (shrink, point, min(low, empirical, point), max(high, point))
+        point = lateness(pool, self.delays, n, host_scale, dev_scale)
+        ends = [point]
+        if self.delays is not None and self.delays.tail is not None:
+            models = (*self.delays.ends(n), self.delays.with_tail(None))
+            ends += [lateness(pool, m, n, host_scale, dev_scale) for m in models]
+        out = (min(ends), point, max(ends))
         self._cache[key] = out
         return out
 
@@ -288,6 +254,7 @@ def fit_replay(
         )
     )
     comm = fit_comm(inst, gpus_per_node, inter_bandwidth, inter_latency)
+    delays = _pooled_delays(runs, laws)
     warnings: list[str] = []
     validation = 0.0
     if validate and len(runs) >= 3 and _same_tiers(runs, gpus_per_node):
@@ -304,8 +271,38 @@ def fit_replay(
             got = sub.project(top.world_size).step_time_s
             validation = abs(got - measured) / measured
     return ReplayStudy(
-        runs=runs, laws=laws, comm=comm, warnings=tuple(warnings), validation_error=validation
+        runs=runs,
+        laws=laws,
+        comm=comm,
+        warnings=tuple(warnings),
+        validation_error=validation,
+        delays=delays,
     )
+
+
+def work_scales(
+    base: RunReplay, laws: dict[str, Law], n: int, alt: bool = False
+) -> tuple[float, float]:
+    """How ``base``'s host gaps and kernels, in total, scale from its N to ``n``."""
+    sums = {"gap:": [0.0, 0.0], "kernel:": [0.0, 0.0]}
+    for name, t in base.group_time.items():
+        for prefix, acc in sums.items():
+            if name.startswith(prefix):
+                acc[0] += t
+                acc[1] += t * laws.get(name, CONSTANT).ratio(n, base.world_size, alt)
+    host = sums["gap:"][1] / sums["gap:"][0] if sums["gap:"][0] > 0 else 1.0
+    dev = sums["kernel:"][1] / sums["kernel:"][0] if sums["kernel:"][0] > 0 else 1.0
+    return host, dev
+
+
+def _pooled_delays(runs: Sequence[RunReplay], laws: dict[str, Law]) -> DelayModel | None:
+    """Every run's per-rank host delays in the largest run's units (divided by how its host
+    work scales from the largest N to the run's), pooled."""
+    parts = []
+    for r in runs:
+        host = work_scales(runs[-1], laws, r.world_size)[0]
+        parts.append(r.delays / host if host > 0 else r.delays)
+    return pool_delays(parts)
 
 
 def _same_tiers(runs: Sequence[RunReplay], gpus_per_node: int | None) -> bool:

@@ -3,7 +3,7 @@ projection fits on (time per node group, collective instances, arrival offsets).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,7 @@ from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
-from tracescale.replay.variability import OffsetPool, arrival_offsets
+from tracescale.replay.variability import OffsetPool, arrival_offsets, own_delays
 
 F64 = npt.NDArray[np.float64]
 
@@ -27,7 +27,8 @@ F64 = npt.NDArray[np.float64]
 class RunReplay:
     """``measured``/``replayed``: seconds per step of the representative ``rank``;
     ``group_time``: seconds per step per law group; ``coll``: one row per collective node
-    (node, collective, algo, bytes, group, transfer, wait, position); ``offsets``: arrival
+    (node, collective, algo, bytes, group, transfer, wait, position, and the rank's arrival
+    offset with its systematic/host/rest parts); ``offsets``: arrival
     offset pools (seconds, relative to the instance's mean arrival) per position in the step."""
 
     world_size: int
@@ -43,6 +44,15 @@ class RunReplay:
     #: The representative rank's own compute over the median rank's: a slow rank stays slow
     #: by this factor, so laws are fitted on kernel times divided by it.
     device_factor: float = 1.0
+    #: Every rank's own host delay per step, centred (``variability.own_delays``): pooled over
+    #: the runs for the slowest of N ranks.
+    delays: F64 = field(default_factory=lambda: np.zeros(0))
+    #: Per step: the representative rank's longest host gap and how much longer that step's own
+    #: host delay was than its run's median (seconds, may be negative). A projection replays the
+    #: rank with a typical delay and adds the slowest of N ranks' lateness, so the slowest rank
+    #: of the measured run is not counted twice.
+    delay_node: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    delay_excess: F64 = field(default_factory=lambda: np.zeros(0))
 
     @property
     def kept(self) -> npt.NDArray[np.bool_]:
@@ -115,6 +125,12 @@ def replay_run(
     for g, name in enumerate(graph.groups):
         if sums[g] > 0:
             group_time[name] = float(sums[g]) / nsteps
+    delays = own_delays(run)
+    delay_node, delay_excess = _delay_gaps(graph, keep, delays, rank)
+    for node, ex in zip(delay_node.tolist(), delay_excess.tolist(), strict=True):
+        name = graph.groups[int(graph.group[node])]
+        if name in group_time:  # the laws see the rank's work at a typical delay
+            group_time[name] = max(group_time[name] - ex / nsteps, 0.0)
     all_c, pools = arrival_offsets(run, rank)
     mine = all_c[all_c["rank"] == rank] if len(all_c) else all_c
     gc = graph.collectives
@@ -133,9 +149,10 @@ def replay_run(
         }
     )
     if len(coll) and len(mine):
-        j = mine.set_index(["collective", "seq"])[["transfer", "wait", "offset", "position"]]
+        parts = ["transfer", "wait", "offset", "position", "systematic", "host", "rest"]
+        j = mine.set_index(["collective", "seq"])[[p for p in parts if p in mine]]
         coll = coll.join(j, on=["collective", "seq"])
-    for col in ("transfer", "wait", "offset"):
+    for col in ("transfer", "wait", "offset", "systematic", "host", "rest"):
         if col not in coll:
             coll[col] = np.nan
     if "position" not in coll:
@@ -144,7 +161,8 @@ def replay_run(
     coll["transfer"] = coll["transfer"].fillna(pd.Series(dur, index=coll.index))
     coll["wait"] = (dur - coll["transfer"]).clip(lower=0) if len(coll) else coll["wait"]
     coll["position"] = coll["position"].fillna(-1).astype(int)
-    coll["offset"] = coll["offset"].fillna(0.0)
+    for col in ("offset", "systematic", "host", "rest"):
+        coll[col] = coll[col].fillna(0.0)
     return RunReplay(
         world_size=run.world_size,
         rank=rank,
@@ -157,7 +175,30 @@ def replay_run(
         offsets=pools,
         devices=item.devices,
         device_factor=_device_factor(run, rank),
+        delays=delays.to_numpy(dtype=np.float64),
+        delay_node=delay_node,
+        delay_excess=delay_excess,
     )
+
+
+def _delay_gaps(
+    graph: Graph, keep: npt.NDArray[np.bool_], delays: pd.Series, rank: int
+) -> tuple[npt.NDArray[np.int64], F64]:
+    """Per kept step: the rank's longest host gap (where a data-loading or host delay shows)
+    and the step's own delay beyond the run's median, at most that gap."""
+    if len(delays) == 0 or rank not in delays.index.get_level_values(0):
+        return np.zeros(0, np.int64), np.zeros(0)
+    mine = delays.xs(rank, level=0)
+    nodes, excess = [], []
+    gap = graph.kind == GAP
+    for k, number in enumerate(graph.step_numbers.tolist()):
+        idx = np.flatnonzero(gap & (graph.step == k))
+        if not keep[k] or len(idx) == 0 or number not in mine.index:
+            continue
+        node = int(idx[np.argmax(graph.dur[idx])])
+        nodes.append(node)
+        excess.append(min(float(mine[number]), float(graph.dur[node]) / 1e9))
+    return np.asarray(nodes, dtype=np.int64), np.asarray(excess, dtype=np.float64)
 
 
 def _device_factor(run: RunBreakdown, rank: int) -> float:

@@ -7,8 +7,10 @@ host work beyond the step's mean: it scales like the host gaps) and the rest (ji
 rank's device work: it scales like the kernels). A rank late at every step (rank 0 reducing, a
 slow GPU) is systematic: it stays one late rank at any N and keeps its lateness (rank 0's
 reduction does not shrink; a slow rank chosen as the representative carries its own work);
-only the random part is drawn anew for each of N ranks. ``E[max over N ranks]`` is exact over
-the empirical distribution.
+only the random part is drawn anew for each of N ranks. The host-delay part is drawn from the
+ranks' own delays pooled over every measured run (``replay.delays``: one run holds too few draws
+to see a heavy tail), the device jitter from the largest run's offsets; :func:`lateness` is
+how far the slowest of N ranks arrives after the mean arrival.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tracescale.classify.result import RunBreakdown
+from tracescale.replay.delays import DelayModel, expected_max_sum
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -53,103 +56,17 @@ def split_systematic(offsets: F64, rank: I64) -> tuple[F64, F64]:
     return mu, eps
 
 
-#: Samples needed before the upper tail is extrapolated by a generalized Pareto fit.
-TAIL_MIN_SAMPLES = 100
-_TAIL_QUANTILE = 0.8
-_TAIL_MIN_EXCEEDANCES = 20
-#: The point fit's shape is capped here: one extreme draw in a few hundred yields larger shapes
-#: that would dominate E[max] at large N. The bootstrap refits that set the interval are only
-#: bounded below 1 (a GPD shape >= 1 has no finite mean).
-_MAX_SHAPE = 0.3
-_MAX_BOOT_SHAPE = 0.9
-#: Bootstrap refits of the tail: the shape sets E[max of N] ~ N^shape, so its uncertainty
-#: dominates the interval of the slowest rank at large N.
-_TAIL_BOOT = 100
-
-
-@dataclass(frozen=True)
-class Tail:
-    """Generalized Pareto tail above the ``_TAIL_QUANTILE`` of a pool's random part, in units
-    of that part's standard deviation (so it can be rescaled with the work behind it).
-    ``boot``: (shape, scale) refitted on bootstrap resamples of the pool."""
-
-    shape: float
-    scale: float  # / std
-    boot: tuple[tuple[float, float], ...] = ()
-
-    def refits(self) -> list[Tail]:
-        """The bootstrap refits as tails of their own."""
-        return [Tail(sh, sc) for sh, sc in self.boot]
-
-
-def _gpd(z: F64, max_shape: float = _MAX_SHAPE) -> tuple[float, float] | None:
-    """(shape, scale) of the exceedances of ``z`` over its ``_TAIL_QUANTILE``."""
-    from scipy.stats import genpareto
-
-    u = float(np.quantile(z, _TAIL_QUANTILE))
-    exc = z[z > u] - u
-    if len(exc) < _TAIL_MIN_EXCEEDANCES or float(exc.max()) <= 0:
-        return None
-    shape, _, scale = genpareto.fit(exc, floc=0.0)
-    if not (np.isfinite(shape) and np.isfinite(scale)) or scale <= 0:
-        return None
-    return float(min(max(shape, -0.5), max_shape)), float(scale)
-
-
-def fit_tail(eps: F64, boot: int = _TAIL_BOOT, seed: int = 0) -> Tail | None:
-    """The upper tail of ``eps`` (None with too few samples): E[max of N] for N beyond the
-    number of samples needs draws larger than any measured one. With ``boot`` > 0 the sample
-    is resampled and refitted for the spread of the shape."""
-    sd = float(np.std(eps))
-    if len(eps) < TAIL_MIN_SAMPLES or sd <= 0:
-        return None
-    z = np.asarray(eps, dtype=np.float64) / sd
-    point = _gpd(z)
-    if point is None:
-        return None
-    if boot <= 0:
-        return Tail(*point)
-    rng = np.random.default_rng(seed)
-    fits = []
-    for _ in range(boot):
-        got = _gpd(rng.choice(z, size=len(z), replace=True), _MAX_BOOT_SHAPE)
-        if got is not None:
-            fits.append(got)
-    if len(fits) < boot // 2:
-        return Tail(*point)
-    return Tail(point[0], point[1], tuple(fits))
-
-
-def _cdf_points(e: F64, tail: Tail | None, n: int) -> tuple[F64, F64]:
-    """(support points, CDF) of the random part: empirical, with a GPD tail when given."""
-    m = len(e)
-    cdf = np.arange(1, m + 1, dtype=np.float64) / m
-    if tail is None:
-        return e, cdf
-    sd = float(np.std(e))
-    u = float(np.quantile(e, _TAIL_QUANTILE))
-    keep = e <= u
-    p_u = float(keep.mean())
-    top = 1.0 - 1e-3 / max(n, 1)  # the tail beyond this quantile adds nothing visible
-    q = np.linspace(p_u, top, 400)[1:]
-    r = (1.0 - q) / (1.0 - p_u)
-    y = -np.log(r) if abs(tail.shape) < 1e-06 else (r ** (-tail.shape) - 1.0) / tail.shape
-    x_tail = u + tail.scale * sd * y
-    return np.concatenate([e[keep], x_tail]), np.concatenate([cdf[keep], q])
-
-
-def expected_max(offsets: F64, rank: I64, n: int, tail: Tail | None = None) -> float:
+def expected_max(offsets: F64, rank: I64, n: int) -> float:
     """E[max over n ranks of (systematic offset + a random draw)].
 
     The measured ranks keep their systematic offsets (in rank order); ranks beyond them get
-    the median one. The maximum's CDF is the product of the ranks' CDFs on the support points;
-    with ``tail`` the random part's upper tail is the fitted generalized Pareto one.
+    the median one. The maximum's CDF is the product of the ranks' CDFs on the support points.
     """
     mu_all, eps = split_systematic(offsets, rank)
-    return expected_max_of(mu_all, eps, n, tail)
+    return expected_max_of(mu_all, eps, n)
 
 
-def expected_max_of(mu_all: F64, eps: F64, n: int, tail: Tail | None = None) -> float:
+def expected_max_of(mu_all: F64, eps: F64, n: int) -> float:
     """E[max over n ranks of (systematic offset ``mu_all`` in rank order + a draw of ``eps``)]."""
     if len(eps) == 0 or n < 1:
         return 0.0
@@ -159,8 +76,8 @@ def expected_max_of(mu_all: F64, eps: F64, n: int, tail: Tail | None = None) -> 
     if extra > 0:
         vals = np.append(vals, float(np.median(mu_all)))
         counts = np.append(counts, extra)
-    e = np.sort(eps)
-    sx, sf = _cdf_points(e, tail, n)
+    sx = np.sort(eps)
+    sf = np.arange(1, len(sx) + 1, dtype=np.float64) / len(sx)
     x = np.unique((vals[:, None] + sx[None, :]).ravel())
     log_f = np.zeros(len(x))
     for v, k in zip(vals.tolist(), counts.tolist(), strict=True):
@@ -195,7 +112,9 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[pd.DataFrame, dict[in
     delay = pd.Series(own.to_numpy(), index=pd.MultiIndex.from_frame(st[["rank", "step"]]))
     delay = delay[~delay.index.duplicated()]
     delay = delay - delay.groupby(level="step").transform("mean")
-    c["delay"] = delay.reindex(pd.MultiIndex.from_frame(c[["rank", "step"]])).fillna(0.0).to_numpy()
+    at = pd.MultiIndex.from_frame(c[["rank", "step"]])
+    c["delay"] = delay.reindex(at).fillna(0.0).to_numpy()
+    c["own_delay"] = own_delays(run).reindex(at).fillna(0.0).to_numpy()
     pools: dict[int, OffsetPool] = {}
     for k, g in c.groupby("position"):
         o = g["offset"].to_numpy(dtype=np.float64)
@@ -209,5 +128,57 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[pd.DataFrame, dict[in
         denom = float(np.dot(d, d))
         beta = min(max(float(np.dot(d, rand)) / denom, 0.0), 1.0) if denom > 0 else 0.0
         host = beta * d
+        c.loc[g.index, "systematic"] = systematic
+        c.loc[g.index, "host"] = beta * g["own_delay"].to_numpy(dtype=np.float64)
+        c.loc[g.index, "rest"] = rand - host
         pools[int(k)] = OffsetPool(r, systematic, host, rand - host, beta)
     return c, pools
+
+
+def own_delays(run: RunBreakdown) -> pd.Series:
+    """Every rank's own host delay per step (data loading and host work, less the waits for
+    other ranks), seconds, by (rank, step): less the run's median and, when ranks differ beyond
+    noise, less each rank's own mean (a rank late at every step stays one late rank, kept in
+    its systematic offset; it is no draw)."""
+    st = run.steps
+    own = (st["dataloader"] - st["caused_dataloader"] + st["host"]).to_numpy(dtype=np.float64)
+    ok = np.isfinite(own)
+    index = pd.MultiIndex.from_frame(st.loc[ok, ["rank", "step"]])
+    d, rank = own[ok], st["rank"].to_numpy(dtype=np.int64)[ok]
+    if len(d) == 0:
+        return pd.Series(d, index=index, dtype=np.float64)
+    mu, eps = split_systematic(d, rank)
+    if np.any(mu):
+        d = np.asarray(eps, dtype=np.float64)
+    out = pd.Series(d - float(np.median(d)), index=index)
+    return out[~out.index.duplicated()]
+
+
+def lateness(
+    pool: OffsetPool,
+    delays: DelayModel | None,
+    n: int,
+    host_scale: float,
+    dev_scale: float,
+) -> float:
+    """E[max over ``n`` ranks of (systematic offset + host delay + device jitter)]: when the
+    slowest of ``n`` ranks arrives, on the scale where a rank's arrival is its systematic offset
+    plus ``host`` plus ``rest`` of ``arrival_offsets``' frame (the step's common level left out).
+
+    Each rank draws its host delay from ``delays`` (scaled by ``host_scale`` and by how much
+    of a rank's delay reaches this collective, ``pool.beta``) and its device jitter from the
+    pool (scaled by ``dev_scale``); measured ranks keep their systematic offsets, further ranks
+    get the median one. Without pooled delays only the device jitter is drawn.
+    """
+    _, first = np.unique(pool.rank, return_index=True)
+    mu_all = pool.systematic[first]
+    b = pool.beta * host_scale
+    rest = pool.rest * dev_scale
+    if delays is None or b <= 0:
+        return expected_max_of(mu_all, rest, n)
+    mu = mu_all[:n]
+    vals, counts = np.unique(mu, return_counts=True)
+    if n > len(mu):
+        vals = np.append(vals, float(np.median(mu_all)))
+        counts = np.append(counts, n - len(mu))
+    return expected_max_sum(vals, counts.tolist(), delays, b, rest, n)
