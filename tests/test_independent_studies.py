@@ -26,6 +26,8 @@ SMALL: dict[str, dict[str, object]] = {
     "comm_types": {"layers": 4, "steps": 4},
     "multinode": {"layers": 4, "steps": 3},
     "grad_accum": {"layers": 4, "steps": 8},
+    # 10 steps x (1+2+4+8) ranks = 150 delay draws: the fewest that show the tail
+    "heavy_tail": {"layers": 4, "steps": 10, "truth_steps": 200},
 }
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
+from tracescale.replay.delays import DelayModel, GPTail, expected_max_sum, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, SYNC, algo_of, build_graph
 from tracescale.replay.laws import fit_law
-from tracescale.replay.delays import DelayModel, GPTail, expected_max_sum, pool_delays
 from tracescale.replay.variability import expected_max
 
 NO_COLL = pd.DataFrame(columns=["start_ns", "end_ns", "collective", "seq", "group_size"])
@@ -195,7 +195,7 @@ def test_expected_max_of_a_known_tail_is_exact() -> None:
     model = DelayModel(draws, GPTail(u, 0.8, 1 / 2.2, (2.0 + u) / 2.2))
     one = np.zeros(1)
     for n in (1, 8, 64):
-        want = integrate.quad(lambda x: 1 - (1 - (1 + x / 2.0) ** -2.2) ** n, 0, np.inf)[0]
+        want = integrate.quad(lambda x, n=n: 1 - (1 - (1 + x / 2.0) ** -2.2) ** n, 0, np.inf)[0]
         assert expected_max_sum(one, [n], model, 1.0, one, n) == pytest.approx(want, rel=0.02)
     # a light tail gains no spurious growth: normal draws, E[max of 64] = 2.41 sd
     z = np.random.default_rng(1).normal(size=2000)

@@ -13,6 +13,7 @@ import numpy as np
 from tracescale.replay.comm import INTER
 from tracescale.replay.project import ReplayStudy, bootstrap_mean, tier_warning
 from tracescale.replay.run import RunReplay
+from tracescale.replay.variability import delay_assumption
 
 #: Relative difference between the closed form and the replay that is worth a warning.
 DISAGREE = 0.10
@@ -212,7 +213,9 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             "host ops, runtime calls and launch latencies keep their measured time",
             "kernels and host gaps follow their group's law (a, b/N or a+b/N) fitted across N",
             "collective transfers scale by the alpha-beta model of their type, algorithm and "
-            "tier; waits grow by E[max] of the measured arrival offsets over N ranks",
+            "tier; each collective starts when the slowest of N ranks arrives (E[max] over N "
+            "ranks of systematic offset, host delay and device jitter)",
+            delay_assumption(study.delays),
             *([tw] if tw else []),
             *(
                 ["no inter-node collective measured"]

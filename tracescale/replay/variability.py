@@ -182,3 +182,28 @@ def lateness(
         vals = np.append(vals, float(np.median(mu_all)))
         counts = np.append(counts, n - len(mu))
     return expected_max_sum(vals, counts.tolist(), delays, b, rest, n)
+
+
+def delay_assumption(delays: DelayModel | None) -> str:
+    """What the slowest-rank projection assumed about per-rank delays, in words."""
+    if delays is None:
+        return "no per-rank host delays measured: only device jitter is drawn for each rank"
+    text = (
+        "each rank's own host delay per step (data loading, host work) has the same "
+        f"distribution at every N: drawn for each of N ranks from {len(delays.draws)} delays "
+        "pooled over the measured runs"
+    )
+    t = delays.tail
+    if t is None:
+        return text + "; too few to fit a tail, so no rank draws beyond the largest measured"
+    shapes = sorted(r.shape for r in delays.refits)
+    spread = (
+        f" (bootstrap 5-95%: {shapes[len(shapes) // 20]:.2f}..{shapes[-1 - len(shapes) // 20]:.2f})"
+        if shapes
+        else ""
+    )
+    return (
+        text + f", upper tail generalized Pareto with shape {t.shape:.2f}{spread}; the slowest of"
+        " N grows like N^shape, so with few draws the point estimate at large N is uncertain and"
+        " the 90% interval carries that uncertainty"
+    )
