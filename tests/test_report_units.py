@@ -63,3 +63,12 @@ def test_weak_optimum_wording_counts_ranks() -> None:
     study["scaling"]["optimal_world_size"] = 24
     texts = [f["text"] for f in top_findings(study, limit=10)]
     assert "Step time is lowest at 24 ranks: beyond it, more ranks make each step slower." in texts
+
+
+def test_html_charts_count_ranks_for_cpu_only_studies() -> None:
+    from tracescale.report.html import chart_data
+
+    assert [s["unit"] for s in chart_data(_doc(["cpu"] * 4))["studies"]] == ["ranks"]
+    assert [s["unit"] for s in chart_data(_doc(None))["studies"]] == ["GPUs"]
+    page = render(_doc(["cpu"] * 4), "html")
+    assert '"unit":"ranks"' in page and '(st.unit || "GPUs") + " (N, log scale)"' in page

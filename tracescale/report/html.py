@@ -12,6 +12,7 @@ import re
 from importlib import resources
 from typing import Any
 
+from tracescale.report import fmt
 from tracescale.report.render import _finite
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
 
@@ -46,7 +47,14 @@ def chart_data(doc: dict[str, Any]) -> dict[str, Any]:
         raw = st.get("scaling")
         sc: dict[str, Any] = raw if isinstance(raw, dict) else {}
         scaling = {k: sc.get(k) for k in _SCALING_KEYS if k in sc}
-        studies.append({"categories": st.get("categories"), "runs": runs, "scaling": scaling})
+        studies.append(
+            {
+                "categories": st.get("categories"),
+                "runs": runs,
+                "scaling": scaling,
+                "unit": fmt.unit_of(st).plural,  # the x axes count GPUs, or ranks (CPU-only)
+            }
+        )
     return {"kind": "study", "studies": studies}
 
 

@@ -154,7 +154,7 @@
     var ymax = Math.max(top, amdahl && amdahl < 4 * top ? amdahl : 0) * 1.1;
     var ticks = niceTicks(0, ymax, 5);
     ymax = ticks.top;
-    var f = frame(W, ticks, function (v) { return v.toFixed(ticks.dec) + "x"; }, "speedup", "GPUs (N, log scale)");
+    var f = frame(W, ticks, function (v) { return v.toFixed(ticks.dec) + "x"; }, "speedup", (st.unit || "GPUs") + " (N, log scale)");
     var x = logX(f, ns[0], ns[ns.length - 1]), y = linY(f, 0, ymax), s = yAxis(f, ticks, y) + xAxisLog(f, ns, x);
     var ideal = [], lo = Math.log2(ns[0]), hi = Math.log2(ns[ns.length - 1]);
     for (var i = 0; i <= 60; i++) { var n = Math.pow(2, lo + (hi - lo) * i / 60); ideal.push([x(n), y(n / base)]); }
@@ -258,7 +258,7 @@
     runs.forEach(function (r) { vals.push(r.step_time_s.mean, num(r.step_time_s.p90) || 0); });
     projs.forEach(function (p) { vals.push(p.step_time_s, p.ci90 && num(p.ci90[1]) !== null ? p.ci90[1] : 0); });
     var t = msTicks(Math.max.apply(null, vals) * 1.05 || 1e-3), ymax = t.top;
-    var f = frame(W, t.ticks, t.fmt, "ms per step", "GPUs (N, log scale)");
+    var f = frame(W, t.ticks, t.fmt, "ms per step", (st.unit || "GPUs") + " (N, log scale)");
     var x = logX(f, ns[0], ns[ns.length - 1]), y = linY(f, 0, ymax);
     var s = yAxis(f, t.ticks, y) + xAxisLog(f, ns, x);
     function whisker(n, lo, hi, c) { return line(x(n), y(lo), x(n), y(hi), 'stroke="' + c + '" stroke-width="2"') + line(x(n) - 5, y(lo), x(n) + 5, y(lo), 'stroke="' + c + '"') + line(x(n) - 5, y(hi), x(n) + 5, y(hi), 'stroke="' + c + '"'); }
