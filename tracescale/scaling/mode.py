@@ -43,7 +43,7 @@ def detect_mode(
         only = aggs[0].world_size if aggs else 0
         return "strong", (
             f"only one world size (N={only}): the mode cannot be measured; assuming strong "
-            "scaling (pass --mode weak if the work per GPU was kept constant)"
+            "scaling (pass --mode weak if the work per rank was kept constant)"
         )
     if inputs is not None and len(inputs) == len(aggs):
         verdict = mode_from_shapes(given_sizes, inputs)
