@@ -188,3 +188,54 @@ def test_rules_file_fifo_and_non_utf8(tmp_path):
     bad.write_bytes(b'[[host]]\npattern = "caf\xe9"\ntarget = "dataloader"\n')
     with pytest.raises(TracescaleError, match="not UTF-8"):
         load_rules(str(bad))
+
+
+@pytest.fixture(scope="module")
+def study_entry(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict, dict]:
+    """A study-cache slot of the sample run: (cache dir, slot, header key, document)."""
+    from tracescale.parallel import study_cache
+
+    cache = tmp_path_factory.mktemp("study-cache")
+    out = cache.parent / f"{cache.name}-first.txt"
+    main(["analyze", str(RUN), "-j1", "--cache-dir", str(cache), "-q", "-o", str(out)])
+    magic = study_cache.MAGIC
+    (slot,) = [p for p in cache.rglob("*") if p.is_file() and p.read_bytes()[: len(magic)] == magic]
+    blob = slot.read_bytes()
+    fixed = len(magic) + hashlib.sha256().digest_size + 8
+    n = int.from_bytes(blob[fixed - 8 : fixed], "little")
+    return cache, slot, json.loads(blob[fixed : fixed + n])["key"], json.loads(blob[fixed + n :])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_study_cache_entries_render_or_miss(study_entry, tmp_path, capsys, data):
+    """A study-cache entry with a valid checksum but a crafted document (the checksum guards
+    against damage, not against someone who can write the cache) still renders or fails with a
+    documented code; damaged bytes are a miss."""
+    from tracescale.parallel import study_cache
+
+    cache, slot, key, doc = study_entry
+    if data.draw(st.booleans()):
+        crafted = copy.deepcopy(doc)
+        where = data.draw(st.sampled_from([p for p in _paths(crafted) if p]))
+        parent = crafted
+        for k in where[:-1]:
+            parent = parent[k]
+        parent[where[-1]] = data.draw(ODD)
+        slot.write_bytes(study_cache.encode(crafted, key))
+    else:
+        blob = bytearray(study_cache.encode(doc, key))
+        blob[data.draw(st.integers(0, len(blob) - 1))] ^= data.draw(st.integers(1, 255))
+        slot.write_bytes(bytes(blob))
+    out = tmp_path / "report.txt"
+    try:
+        main(
+            ["analyze", str(RUN), "-j1", "--cache-dir", str(cache), "-q", "-o", str(out), "--force"]
+        )
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code in (0, 2, 3) and "internal error" not in err, err
