@@ -9,7 +9,8 @@ from tracescale.cli.settings import CONTEXT
 
 
 @click.command(
-    epilog="Exit codes: 0 ok; 2 usage; 3 not a study or compare document; 5 output not written.",
+    epilog="Exit codes: 0 ok; 2 usage; 3 not a study or compare document; 4 no such file; "
+    "5 output not written.",
     context_settings=CONTEXT,
 )
 @click.argument("study", type=click.Path(dir_okay=False))
