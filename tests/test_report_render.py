@@ -198,3 +198,19 @@ def test_fmt_rounds_to_meaningful_digits() -> None:
     )
     assert fmt.params({"a": 0.0, "b": 0.0, "bandwidth_bytes_per_s": None}) == "a=0 ms"
     assert fmt.label("sendrecv") == "SendRecv"
+
+
+def test_documents_from_before_karp_flatt_raw_still_render(strong, tmp_path, capsys) -> None:
+    """Older documents hold the formula's value (3.2: slower) in karp_flatt itself: still a
+    valid study, and the table says what it means."""
+    from tracescale.cli.main import main
+
+    point = strong["studies"][0]["scaling"]["points"][1]
+    point["karp_flatt"] = 3.2
+    point.pop("karp_flatt_raw", None)
+    validate(strong)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(strong))
+    main(["report", str(path), "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert f"| {point['world_size']} |" in out and ">1 (slower)" in out
