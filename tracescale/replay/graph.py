@@ -210,7 +210,7 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
     step_first = np.full(len(win), -1, dtype=np.int64)
     step_last = np.full(len(win), -1, dtype=np.int64)
     n_nodes = 0
-    for res, (pid, tid) in enumerate(threads):
+    for pid, tid in threads:
         on = host & (ev.pid == pid) & (ev.tid == tid)
         idx = np.flatnonzero(on & leaf)
         ops = np.flatnonzero(on & ~leaf & (ev.start < hi) & (end > lo))
@@ -226,33 +226,53 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
             ev.start[idx], end[idx], idx.astype(np.int64), cursor, stop,
             ev.start[ops], end[ops], ops.astype(np.int64), bounds.astype(np.int64),
         )  # fmt: skip
-        chunks.append(_host_columns(p, res, ev.name, is_sync, coll_event, groups, names, strings))
+        chunks.append(_host_columns(p, ev.name, is_sync, coll_event, groups, names, strings))
         if is_main and len(p):
             first, last = step_bounds(p.start, p.end, win.host_start, win.host_end)
             step_first[:] = n_nodes + first
             step_last[:] = n_nodes + last
         n_nodes += len(p)
-    host_cols = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
-    del chunks
-    n_host = len(host_cols["kind"])
-    host_first = np.zeros(n_host, dtype=np.bool_)
-    host_first[np.unique(host_cols["res"], return_index=True)[1]] = True
-    call_nodes = np.flatnonzero(host_cols["event"] >= 0)
-    call_events = host_cols["event"][call_nodes]
-    node_of_event = np.full(len(ev), -1, dtype=np.int64)
-    node_of_event[call_events] = call_nodes
-    corr = CorrIndex.of(trace, call_events)
     dev = ev.is_device & ~skip_dev[ev.cat] & in_window & (ev.stream >= 0)
     dev_idx = np.flatnonzero(dev).astype(np.int64)
     del dev, leaf, in_window, host
+    # The columns are allocated once at their final size and filled in place, each chunk
+    # freed as soon as it is copied: the graph, not twice the graph, sits beside the trace.
+    n_host = n_nodes
+    n = n_host + len(dev_idx)
+    c = {k: np.full(n, -1, dtype=np.int64) for k in ("dep", "dep2")}
+    for k in ("res", "start", "dur", "lag", "fixed", "tail", "release", "group", "coll"):
+        c[k] = np.zeros(n, dtype=np.int64)
+    c["kind"] = np.zeros(n, dtype=np.int8)
+    c["event"] = np.zeros(n, dtype=np.int64)
+    host_first = np.zeros(n_host, dtype=np.bool_)
+    at = 0
+    for res in range(len(chunks)):
+        ch = chunks[res]
+        chunks[res] = {}
+        m = len(ch["kind"])
+        for k, v in ch.items():
+            c[k][at : at + m] = v
+        c["res"][at : at + m] = res
+        c["release"][at : at + m] = -(2**62)
+        if m:
+            c["release"][at] = ch["start"][0]
+            host_first[at] = True
+        at += m
+        del ch
+    del chunks
+    call_nodes = np.flatnonzero(c["event"][:n_host] >= 0)
+    call_events = c["event"][call_nodes]
+    node_of_event = np.full(len(ev), -1, dtype=np.int64)
+    node_of_event[call_events] = call_nodes
+    corr = CorrIndex.of(trace, call_events)
     d = device_columns(trace, dev_idx, len(threads), coll_event, corr, node_of_event, host_first)
     del node_of_event, host_first
-    d["kind"] = np.where(d["coll"] >= 0, DCOLL, DEV)
+    d["kind"] = np.where(d["coll"] >= 0, DCOLL, DEV).astype(np.int8)
     d["group"] = groups.number(
         d["group"], lambda c: "collective" if c < 0 else "kernel:" + strings[c]
     )
-    c = {k: np.concatenate([host_cols[k], d[k]]) for k in host_cols}
-    del host_cols, d
+    for k in list(d):
+        c[k][n_host:] = d.pop(k)
     cross_stream(trace, c, dev_idx, n_host, call_events, corr, launched)
     sync_nodes = call_nodes[c["kind"][call_nodes] == SYNC]
     syncs(trace, c, dev_idx, n_host, sync_nodes, c["event"][sync_nodes], launched)
@@ -261,7 +281,6 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
 
 def _host_columns(
     p: ThreadPieces,
-    res: int,
     event_name: npt.NDArray[np.int32],
     is_sync: npt.NDArray[np.bool_],
     coll_event: I64,
@@ -269,9 +288,9 @@ def _host_columns(
     names: list[str],
     strings: Sequence[str],
 ) -> dict[str, I64]:
-    """Node columns of one thread's pieces: gaps (law group: the innermost op, step numbers
-    dropped), runtime calls (sync calls apart), host-blocking collectives."""
-    m = len(p)
+    """The columns that vary over one thread's pieces: gaps (law group: the innermost op, step
+    numbers dropped), runtime calls (sync calls apart), host-blocking collectives. The thread's
+    first piece releases it; nothing else gates a host piece but the one before it."""
     ev_i = np.clip(p.event, 0, None)
     is_gap = p.event < 0
     coll = np.where(is_gap, -1, coll_event[ev_i])
@@ -291,22 +310,10 @@ def _host_columns(
             return "call:" + strings[k]
         return "gap:" + (names[k] if k >= 0 else "")
 
-    release = np.full(m, -(2**62), dtype=np.int64)
-    if m:
-        release[0] = p.start[0]
-    none = np.full(m, -1, dtype=np.int64)
-    zero = np.zeros(m, dtype=np.int64)
     return {
         "kind": kind,
-        "res": np.full(m, res, dtype=np.int64),
         "start": p.start,
         "dur": p.end - p.start,
-        "dep": none,
-        "lag": zero,
-        "dep2": none.copy(),
-        "fixed": zero.copy(),
-        "tail": zero.copy(),
-        "release": release,
         "group": groups.number(code, label),
         "coll": coll,
         "event": p.event,
@@ -322,7 +329,7 @@ def _freeze(
     step_last: I64,
     launched: I64,
 ) -> Graph:
-    kind = c["kind"].astype(np.int8)
+    kind = c.pop("kind").astype(np.int8, copy=False)
     event = c.pop("event")
     n = len(kind)
     # Launch step of every node: device nodes by their launch, host nodes by their start.
