@@ -5,7 +5,8 @@ blind spots (stream ids, spellings, argument conventions, collective cost model,
 These studies share none of them: bf16 messages, ``all_gather_into_tensor`` and
 ``ncclDevKernel_*_Sum_bf16_RING_*`` spellings, streams 7/52/61, stream waits only as host
 ``cudaEventRecord``/``cudaStreamWaitEvent`` calls (matched by time), a second process group,
-non-power-of-two world sizes, gamma noise on every duration and clock skew. Each pattern here
+non-power-of-two world sizes, gamma noise on every duration and clock skew, process groups
+smaller than the world (tensor parallel x data parallel). Each pattern here
 meets the targets: projected speedup within 10% up to 4x the largest measured N and 15% at 8x,
 the true speedup inside the reported 90% interval, replay_error <= 2% on every run.
 """
@@ -28,6 +29,9 @@ SMALL: dict[str, dict[str, object]] = {
     "grad_accum": {"layers": 4, "steps": 8},
     # 10 steps x (1+2+4+8) ranks = 150 delay draws: the fewest that show the tail
     "heavy_tail": {"layers": 4, "steps": 10, "truth_steps": 200},
+    # tensor-parallel pairs (group "1", size 2 at every N) x data parallel across them (group
+    # "2", size N/2): each group's size law is fitted from the runs
+    "hybrid": {"steps": 4},
 }
 
 

@@ -33,7 +33,7 @@ SHARED = ROOT.parent / "shared" / "traces"
 #: The lenient reference runs Python per event: on the few larger real files the typed path
 #: (itself compared with the lenient one on every other file) is the reference.
 _LENIENT_MAX_BYTES = 8_000_000
-ID_COLUMNS = ("cat", "name", "coll_name", "dtype", "input_dims", "input_type")
+ID_COLUMNS = ("cat", "name", "coll_name", "dtype", "input_dims", "input_type", "pg_name")
 
 
 @contextmanager

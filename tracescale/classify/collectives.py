@@ -98,8 +98,13 @@ def collective_instances(
     kind: str,
     launched: I64,
 ) -> pd.DataFrame:
-    """One row per collective instance: step, collective, seq, bytes, group_size, start/end ns.
+    """One row per collective instance: step, collective, seq, bytes, group_size, pg,
+    start/end ns.
 
+    ``pg`` names the process group instance: its ``Process Group Name`` (else the rank's only
+    ``pg_config`` group of that size) and its lowest rank, so the k-th AllReduce of tensor
+    parallel pair {0,1} and of pair {2,3} are two instances; '' when unknown. ``seq`` counts
+    per process group when the trace has no ``Seq``.
     ``launched``: every event's launch time (:func:`~tracescale.ingest.steps.launch_times`).
     """
     ev = trace.events
@@ -126,7 +131,8 @@ def collective_instances(
             if c in wanted:
                 corr_ext[c] = int(ev.external_id[i])
     rows = []
-    for order, i in enumerate(idx.tolist()):
+    per_pg: dict[str, int] = {}
+    for i in idx.tolist():
         src = i
         if ev.coll_name[i] < 0:
             ext = int(ev.external_id[i])
@@ -145,6 +151,9 @@ def collective_instances(
         if nbytes < 0 and ctype == "barrier":
             nbytes = 0  # a barrier moves no data: its cost is latency only, not "unknown"
         group = int(ev.group_size[src]) if ev.group_size[src] > 0 else world
+        pg = process_group(trace, strings[ev.pg_name[src]] if ev.pg_name[src] >= 0 else "", group)
+        order = per_pg.get(pg, 0)
+        per_pg[pg] = order + 1
         seq = int(ev.seq[src]) if ev.seq[src] >= 0 else order
         k = int(step_of[i])
         step = int(win.numbers[k]) if k >= 0 else -1
@@ -160,11 +169,37 @@ def collective_instances(
                 int(ev.start[i] + ev.dur[i]),
                 int(launched[i]),
                 bool(ev.is_device[i] or on_comm_thread[i]),
+                pg,
             )
         )
     cols = ["step", "collective", "seq", "order", "bytes", "group_size", "start_ns", "end_ns"]
-    cols += ["ready_ns", "async"]  # when it could start; True unless the main thread blocks
-    return pd.DataFrame(rows, columns=cols)
+    cols += ["ready_ns", "async", "pg"]  # when it could start; True unless the main thread blocks
+    if not rows:
+        return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    out["order"] = np.arange(len(out))  # the instance's order on the rank, over all groups
+    return out
+
+
+def process_group(trace: RankTrace, name: str, group: int) -> str:
+    """``name:lowest rank`` of an instance's process group ('' when unknown).
+
+    The name comes from ``Process Group Name``; without it, from the rank's ``pg_config`` when
+    exactly one of its groups has ``group`` ranks. The lowest rank tells apart the disjoint
+    groups every rank names alike (each tensor-parallel pair is group "1" on its members).
+    """
+    pgs = trace.meta.pg_config
+    rank = trace.meta.rank
+    mine = [p for p in pgs if rank is None or not p.ranks or rank in p.ranks]
+    if name:
+        match = [p for p in mine if p.name == name]
+    else:
+        match = [p for p in mine if p.size == group]
+        if len(match) != 1:
+            return ""
+        name = match[0].name
+    low = min(match[0].ranks) if match and match[0].ranks else -1
+    return f"{name}:{low}" if low >= 0 else name
 
 
 def _blocking_host_collectives(

@@ -26,19 +26,21 @@ _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, a
 
 
 def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], list[str]]:
-    """Join the ranks' instances on (collective, seq): rows with transfer/wait, and offsets."""
+    """Join the ranks' instances on (process group, collective, seq): rows with transfer/wait,
+    and offsets."""
     warnings: list[str] = []
     frames = [r.collectives for r in ranks if len(r.collectives)]
     if not frames:
         return pd.DataFrame(columns=[*COLLECTIVE_COLUMNS, "start_ns", "end_ns"]), {}, warnings
     coll = pd.concat(frames, ignore_index=True)
+    coll["pg"] = coll["pg"].fillna("").astype(str) if "pg" in coll else ""
     counts = coll.groupby("rank").size()
     if counts.nunique() > 1:
         warnings.append(
             "ranks recorded different numbers of collectives "
             f"({counts.min()}-{counts.max()}); unmatched instances have no wait split"
         )
-    key = ["collective", "seq"]
+    key = ["pg", "collective", "seq"]
     # Clock offsets: collectives end together on all ranks, so align each rank on the median
     # difference of its instance ends to the first rank's (only when clearly skewed).
     ref_rank = int(coll["rank"].min())
@@ -55,7 +57,7 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
     grp = coll.groupby(key)
     coll["transfer"] = grp["duration"].transform("min")
     coll["late_rank"] = (
-        coll.loc[grp["astart"].idxmax(), ["collective", "seq", "rank"]]
+        coll.loc[grp["astart"].idxmax(), [*key, "rank"]]
         .set_index(key)["rank"]
         .reindex(pd.MultiIndex.from_frame(coll[key]))
         .to_numpy()

@@ -46,7 +46,7 @@ _INT_ARGS = (
     "wait_on_corr",
 )
 #: String-id columns, in the order their strings are interned (which fixes the ids).
-STRING_COLUMNS = ("cat", "name", "coll_name", "dtype", "input_dims", "input_type")
+STRING_COLUMNS = ("cat", "name", "coll_name", "dtype", "input_dims", "input_type", "pg_name")
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _PH = attrgetter("ph")
 _ARGS = attrgetter("args")
@@ -206,6 +206,7 @@ class Builder:
             list(map(attrgetter("dtype"), args)),
             list(map(_raw_text, map(attrgetter("input_dims"), args))),
             list(map(_raw_text, map(attrgetter("input_type"), args))),
+            list(map(attrgetter("pg_name"), args)),
         ]
         del args
         flat = np.empty(n * len(str_lists), dtype=object)
@@ -267,6 +268,7 @@ class Builder:
             wait_on_corr=cat("wait_on_corr", np.int64),
             input_dims=opt("input_dims"),
             input_type=opt("input_type"),
+            pg_name=opt("pg_name"),
             is_device=device_cats[cat_ids],
         )
         self.parts = []

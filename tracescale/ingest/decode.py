@@ -332,7 +332,7 @@ _INT_ARGS = {
     "wait_on_stream",
     "wait_on_cuda_event_record_corr_id",
 }
-_STR_ARGS = {"Collective name", "dtype", "name", "labels"}
+_STR_ARGS = {"Collective name", "dtype", "name", "labels", "Process Group Name"}
 
 
 #: Args kept as their JSON text (shapes and dtypes of an op's inputs).

@@ -113,7 +113,7 @@ def merge_windows(traces: list[RankTrace], *, rank: int | None = None) -> RankTr
         }
         cols = {}
         for key, col in t.events.__dict__.items():
-            if key in ("cat", "name", "coll_name", "dtype", "input_dims", "input_type"):
+            if key in ("cat", "name", "coll_name", "dtype", "input_dims", "input_type", "pg_name"):
                 col = np.where(col >= 0, remap[np.clip(col, 0, None)], col).astype(np.int32)
             elif key in ("pid", "tid") and pid_map:
                 col = col.copy()

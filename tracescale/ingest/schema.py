@@ -25,6 +25,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     out_nelems: int = msgspec.field(default=-1, name="Out msg nelems")
     group_size: int = msgspec.field(default=-1, name="Group size")
     dtype: str = ""
+    pg_name: str = msgspec.field(default="", name="Process Group Name")
     seq: int = msgspec.field(default=-1, name="Seq")
     nbytes: int = msgspec.field(default=-1, name="bytes")
     wait_on_stream: int = -1

@@ -90,6 +90,7 @@ class EventColumns:
     input_dims: I32  # raw JSON text of "Input Dims" as a string id, -1
     input_type: I32  # raw JSON text of "Input type" as a string id, -1
     is_device: BOOL
+    pg_name: I32  # record_param_comms "Process Group Name" id, -1
 
     def __len__(self) -> int:
         return int(self.start.shape[0])

@@ -9,7 +9,12 @@ and intra- and inter-node links get their own alpha and beta when both were meas
 inter-node tier neither measured nor supplied keeps the intra-node link as its point estimate
 and the slowest plausible inter-node link as its alternative, so the intervals cover it.
 Message bytes are max(In, Out) nelems (the full tensor of AllGather/ReduceScatter); how they
-change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constant).
+change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constant). How a
+process group's size changes with N is measured per group name over the runs: proportional
+to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves); a group
+seen in one run only grows with N when it spans the world. The fit is robust: rows far off
+the first fit (a transfer time joined onto the wrong instance, a stalled kernel) are dropped
+before the final one.
 """
 
 from __future__ import annotations
@@ -82,6 +87,15 @@ class CommModel:
     user_inter: AlphaBeta | None = None
     barrier_s: float = 0.0
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    #: process group name -> its size grows like N (else it stays as measured)
+    proportional: Mapping[str, bool] = field(default_factory=dict)
+
+    def group_at(self, group: float, pg: str, ref_n: int, n: int) -> float:
+        """Size at ``n`` ranks of a group of ``group`` ranks measured at ``ref_n``."""
+        grows = self.proportional.get(pg.split(":")[0]) if pg else None
+        if grows is None:
+            grows = group >= ref_n
+        return group * n / ref_n if grows else group
 
     def lookup(self, ctype: str, algo: str, tier: str) -> AlphaBeta:
         if tier == INTER and INTER not in self.measured_tiers:
@@ -108,11 +122,13 @@ class CommModel:
         ref_n: int,
         n: int,
         alt: bool = False,
+        pg: str = "",
     ) -> float:
-        """Transfer seconds of an instance measured at ``ref_n`` when the world has ``n`` ranks."""
+        """Transfer seconds of an instance measured at ``ref_n`` when the world has ``n`` ranks
+        (``pg``: its process group, whose size law was measured)."""
         if ctype == "barrier":
             return self.barrier_s if group > 1 else 0.0
-        g = group * n / ref_n if group >= ref_n else group
+        g = self.group_at(group, pg, ref_n, n)
         b = nbytes * ref_n / n if self.sharded.get(ctype, False) else nbytes
         tier = tier_of(g, self.gpus_per_node)
         return self.lookup(ctype, algo, tier).time(ctype, b, g, algo, alt)
@@ -153,6 +169,9 @@ def _fit(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | None
     ratio = np.round(x[:, 1] / np.maximum(x[:, 0], 1e-300), 3)
     if np.unique(ratio).size >= 2:
         coef, _ = nnls(x * w[:, None], y * w)
+        keep = _inliers(x @ coef, y)
+        if not keep.all() and np.unique(ratio[keep]).size >= 2:
+            coef, _ = nnls(x[keep] * w[keep, None], y[keep] * w[keep])
         return AlphaBeta(float(coef[0]), float(coef[1]), "")
     if prior is None:
         return None
@@ -173,6 +192,33 @@ def _fit(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | None
     high_alpha = a0 * max(slower, 1.0)
     high = (high_alpha, beta_for(high_alpha))
     return AlphaBeta(alpha, beta_for(alpha), "", alt=high if high != low else None)
+
+
+def _inliers(pred: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Rows within a factor of the fit's typical miss: relative residuals let one row 20x off
+    (another instance's transfer joined onto it) pull the bandwidth to infinity."""
+    r = np.log(np.maximum(y, 1e-12) / np.maximum(pred, 1e-12))
+    mid = float(np.median(r))
+    spread = 1.4826 * float(np.median(np.abs(r - mid)))
+    return np.asarray(np.abs(r - mid) <= max(4.0 * spread, np.log(2.0)))
+
+
+def group_laws(instances: pd.DataFrame) -> dict[str, bool]:
+    """Process group name -> whether its size follows N over the runs (else constant)."""
+    if "pg" not in instances or not len(instances):
+        return {}
+    name = instances["pg"].fillna("").astype(str).str.split(":").str[0]
+    out: dict[str, bool] = {}
+    for pg, rows in instances[name != ""].groupby(name[name != ""]):
+        per_n = rows.groupby("world_size")["group"].median().sort_index()
+        n0, g0 = float(per_n.index[0]), float(per_n.iloc[0])
+        if len(per_n) < 2 or g0 <= 0:
+            out[str(pg)] = g0 >= n0
+            continue
+        n1, g1 = float(per_n.index[-1]), float(per_n.iloc[-1])
+        got = np.log(g1 / g0)
+        out[str(pg)] = bool(abs(got - np.log(n1 / n0)) < abs(got))
+    return out
 
 
 def fit_comm(
@@ -237,4 +283,5 @@ def fit_comm(
         user_inter=user,
         barrier_s=float(barrier["transfer"].mean()) if len(barrier) else 0.0,
         assumptions=tuple(notes),
+        proportional=group_laws(instances),
     )

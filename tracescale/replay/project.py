@@ -108,8 +108,9 @@ class ReplayStudy:
                     new[i] = float(row.wait)
                     continue
                 args = (str(row.collective), str(row.algo), float(row.bytes), float(row.group))
-                model_ref = self.comm.transfer(*args, ref, ref, comm_alt)
-                model_n = self.comm.transfer(*args, ref, n, comm_alt)
+                pg = str(getattr(row, "pg", ""))
+                model_ref = self.comm.transfer(*args, ref, ref, comm_alt, pg)
+                model_n = self.comm.transfer(*args, ref, n, comm_alt, pg)
                 tr = float(row.transfer)
                 t = tr * model_n / model_ref if model_ref > 0 else model_n
                 w = float(row.wait)
@@ -324,10 +325,14 @@ def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
         return None
     base = study.base
     groups = base.coll["group"].to_numpy() if len(base.coll) else np.zeros(0)
+    pgs = base.coll["pg"].astype(str).tolist() if "pg" in base.coll else [""] * len(groups)
     ref = base.world_size
     need = [
         n for n in targets
-        if any(tier_of(g * n / ref if g >= ref else g, c.gpus_per_node) == INTER for g in groups)
+        if any(
+            tier_of(c.group_at(g, pg, ref, n), c.gpus_per_node) == INTER
+            for g, pg in zip(groups, pgs, strict=True)
+        )
     ]  # fmt: skip
     if not need:
         return None

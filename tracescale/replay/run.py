@@ -29,7 +29,7 @@ F64 = npt.NDArray[np.float64]
 class RunReplay:
     """``measured``/``replayed``: seconds per step of the representative ``rank``;
     ``group_time``: seconds per step per law group; ``coll``: one row per collective node
-    (node, collective, algo, bytes, group, transfer, wait, position, and the rank's arrival
+    (node, collective, pg, algo, bytes, group, transfer, wait, position, and the rank's arrival
     offset with its systematic/host/rest parts); ``offsets``: arrival
     offset pools (seconds, relative to the instance's mean arrival) per position in the step."""
 
@@ -145,6 +145,7 @@ def replay_run(
             "node": gc["node"].to_numpy(),
             "collective": info["collective"].to_numpy(),
             "seq": info["seq"].to_numpy(),
+            "pg": info["pg"].fillna("").astype(str).to_numpy() if "pg" in info else "",
             "group": info["group_size"].to_numpy(),
             "bytes": np.where(
                 gc["bytes"].to_numpy() >= 0, gc["bytes"].to_numpy(), info["bytes"].to_numpy()
@@ -154,8 +155,8 @@ def replay_run(
     )
     if len(coll) and len(mine):
         parts = ["transfer", "wait", "offset", "position", "systematic", "host", "rest"]
-        j = mine.set_index(["collective", "seq"])[[p for p in parts if p in mine]]
-        coll = coll.join(j, on=["collective", "seq"])
+        j = mine.set_index(["pg", "collective", "seq"])[[p for p in parts if p in mine]]
+        coll = coll.join(j, on=["pg", "collective", "seq"])
     for col in ("transfer", "wait", "offset", "systematic", "host", "rest"):
         if col not in coll:
             coll[col] = np.nan

@@ -96,8 +96,9 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[pd.DataFrame, dict[in
     if len(c) == 0:
         return c.assign(position=[], offset=[]), {}
     c = c.copy()
+    c["pg"] = c["pg"].fillna("").astype(str) if "pg" in c else ""
     c["end"] = c["start"] + c["duration"]
-    key = ["collective", "seq"]
+    key = ["pg", "collective", "seq"]
     ref = c[c["rank"] == rank].set_index(key)["end"]
     skew = {}
     for r, grp in c.groupby("rank"):
