@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +44,7 @@ from tracescale.replay.graph_host import ThreadPieces, step_bounds, thread_piece
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
+I32 = npt.NDArray[np.int32]
 
 GAP, CALL, SYNC, HCOLL, DEV, DCOLL = range(6)
 KIND_NAMES = ("gap", "call", "sync", "host_collective", "device", "device_collective")
@@ -84,19 +86,19 @@ class Graph:
     """
 
     kind: I8
-    res: I64
+    res: I32
     start: I64
     dur: I64
-    dep: I64
+    dep: I32
     lag: I64
-    dep2: I64
+    dep2: I32
     fixed: I64
     tail: I64
     release: I64
-    group: I64
+    group: I32
     groups: tuple[str, ...]
-    coll: I64
-    step: I64
+    coll: I32
+    step: I32
     order: npt.NDArray[np.intp]
     step_first: I64  # per step: host node starting at the step's host start
     step_last: I64  # per step: host node ending at the step's host end
@@ -239,8 +241,11 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
     # freed as soon as it is copied: the graph, not twice the graph, sits beside the trace.
     n_host = n_nodes
     n = n_host + len(dev_idx)
-    c = {k: np.full(n, -1, dtype=np.int64) for k in ("dep", "dep2")}
-    for k in ("res", "start", "dur", "lag", "fixed", "tail", "release", "group", "coll"):
+    # Node references, resources, groups and collective rows fit in 32 bits (nodes < 2^31).
+    c: dict[str, npt.NDArray[Any]] = {k: np.full(n, -1, dtype=np.int32) for k in ("dep", "dep2")}
+    for k in ("res", "group", "coll"):
+        c[k] = np.zeros(n, dtype=np.int32)
+    for k in ("start", "dur", "lag", "fixed", "tail", "release"):
         c[k] = np.zeros(n, dtype=np.int64)
     c["kind"] = np.zeros(n, dtype=np.int8)
     c["event"] = np.zeros(n, dtype=np.int64)
@@ -322,7 +327,7 @@ def _host_columns(
 
 def _freeze(
     trace: RankTrace,
-    c: dict[str, I64],
+    c: dict[str, npt.NDArray[Any]],
     groups: tuple[str, ...],
     win: StepWindows,
     step_first: I64,
@@ -337,7 +342,7 @@ def _freeze(
     when = np.where(kind >= DEV, when, c["start"])
     k = np.searchsorted(win.host_start, when, side="right") - 1
     inside = (k >= 0) & (when < win.host_end[np.clip(k, 0, None)])
-    step = np.where(inside, k, -1).astype(np.int64)
+    step = np.where(inside, k, -1).astype(np.int32)
     del when, k, inside
     lag = launch_lags(c, kind >= DEV)
     # Processing order: every edge points forward in (measured) time, sync calls sort at the
@@ -356,7 +361,7 @@ def _freeze(
     collectives = pd.DataFrame(
         {
             "node": coll_nodes,
-            "row": c["coll"][coll_nodes],
+            "row": c["coll"][coll_nodes].astype(np.int64),
             "bytes": np.asarray(nbytes, dtype=np.int64),
             "algo": [algo_of(nm) for nm in names],
             "name_type": [collective_type(nm) for nm in names],

@@ -133,19 +133,19 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
     frames = header["frames"]
     graph = Graph(
         kind=cols["kind"].astype(np.int8),
-        res=cols["res"],
+        res=cols["res"].astype(np.int32),
         start=cols["start"],
         dur=cols["dur"],
-        dep=cols["dep"],
+        dep=cols["dep"].astype(np.int32),
         lag=cols["lag"],
-        dep2=cols["dep2"],
+        dep2=cols["dep2"].astype(np.int32),
         fixed=cols["fixed"],
         tail=cols["tail"],
         release=cols["release"],
-        group=cols["group"],
+        group=cols["group"].astype(np.int32),
         groups=tuple(groups),
-        coll=cols["coll"],
-        step=cols["step"],
+        coll=cols["coll"].astype(np.int32),
+        step=cols["step"].astype(np.int32),
         order=cols["order"].astype(np.intp),
         step_first=cols["step_first"],
         step_last=cols["step_last"],
@@ -172,6 +172,10 @@ def _check_indices(cols: dict[str, Any], n: int, n_groups: int) -> None:
             raise EntryError(f"{f} out of range")
     if n and (cols["group"].min() < 0 or cols["group"].max() >= n_groups):
         raise EntryError("group out of range")
+    # Held in 32 bits in memory: anything wider would wrap, not fail.
+    for f, low in (("res", 0), ("coll", -1), ("step", -1)):
+        if n and (cols[f].min() < low or cols[f].max() >= 2**31):
+            raise EntryError(f"{f} out of range")
     if sorted(cols["order"].tolist()) != list(range(n)):
         raise EntryError("order is not a permutation")
     for f in ("step_first", "step_last"):
