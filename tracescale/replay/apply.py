@@ -216,6 +216,17 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             "tier; each collective starts when the slowest of N ranks arrives (E[max] over N "
             "ranks of systematic offset, host delay and device jitter)",
             delay_assumption(study.delays),
+            *(
+                [
+                    "process group sizes at N: "
+                    + ", ".join(
+                        f"group {k} {'grows like N' if v else 'stays as measured'}"
+                        for k, v in sorted(comm.proportional.items())
+                    )
+                ]
+                if comm.proportional
+                else []
+            ),
             *([tw] if tw else []),
             *(
                 ["no inter-node collective measured"]

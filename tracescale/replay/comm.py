@@ -13,8 +13,7 @@ change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constan
 process group's size changes with N is measured per group name over the runs: proportional
 to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves); a group
 seen in one run only grows with N when it spans the world. The fit is robust: rows far off
-the first fit (a transfer time joined onto the wrong instance, a stalled kernel) are dropped
-before the final one.
+it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down.
 """
 
 from __future__ import annotations
@@ -168,10 +167,7 @@ def _fit(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | None
     w = 1.0 / np.maximum(y, 1e-9)  # relative: small latency-bound messages count as much
     ratio = np.round(x[:, 1] / np.maximum(x[:, 0], 1e-300), 3)
     if np.unique(ratio).size >= 2:
-        coef, _ = nnls(x * w[:, None], y * w)
-        keep = _inliers(x @ coef, y)
-        if not keep.all() and np.unique(ratio[keep]).size >= 2:
-            coef, _ = nnls(x[keep] * w[keep, None], y[keep] * w[keep])
+        coef = _robust_nnls(x, y, w)
         return AlphaBeta(float(coef[0]), float(coef[1]), "")
     if prior is None:
         return None
@@ -194,13 +190,23 @@ def _fit(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | None
     return AlphaBeta(alpha, beta_for(alpha), "", alt=high if high != low else None)
 
 
-def _inliers(pred: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-    """Rows within a factor of the fit's typical miss: relative residuals let one row 20x off
-    (another instance's transfer joined onto it) pull the bandwidth to infinity."""
-    r = np.log(np.maximum(y, 1e-12) / np.maximum(pred, 1e-12))
-    mid = float(np.median(r))
-    spread = 1.4826 * float(np.median(np.abs(r - mid)))
-    return np.asarray(np.abs(r - mid) <= max(4.0 * spread, np.log(2.0)))
+def _robust_nnls(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """NNLS on relative residuals, reweighted so rows far off the fit stop counting (Cauchy
+    weights on the log residual). Relative residuals let one row 20x off (another instance's
+    transfer joined onto it, a stalled kernel) pull the bandwidth to infinity, so the first fit
+    is on absolute residuals, which such a short row barely moves."""
+    coef, _ = nnls(x, y)
+    for _ in range(10):
+        r = np.log(np.maximum(y, 1e-12) / np.maximum(x @ coef, 1e-12))
+        scale = max(1.4826 * float(np.median(np.abs(r))), 0.05)
+        c = 1.0 / (1.0 + (r / (3.0 * scale)) ** 2)
+        new, _ = nnls(x * (w * c)[:, None], y * w * c)
+        if np.allclose(new, coef, rtol=1e-6, atol=0.0):
+            break
+        coef = new
+    return np.asarray(coef, dtype=np.float64)
 
 
 def group_laws(instances: pd.DataFrame) -> dict[str, bool]:
