@@ -12,7 +12,7 @@ from tracescale.classify.rank import classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay import engine
+from tracescale.replay import engine, graph_host
 from tracescale.replay.graph import build_graph
 from tracescale.replay.graph_host import _kept_leaves, innermost, thread_pieces
 
@@ -44,12 +44,20 @@ def test_kept_leaves_when_a_nested_leaf_outlasts_its_parent() -> None:
     assert _kept_leaves(s, e, 0).tolist() == [True, False, True]
 
 
-def test_innermost_is_the_latest_started_open_op() -> None:
+@pytest.mark.parametrize("compiled", [True, False])
+def test_innermost_is_the_latest_started_open_op(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not compiled:
+        monkeypatch.setattr(graph_host, "_compiled_walk", None)
+    elif graph_host._compiled_walk is None:
+        pytest.skip("numba is not installed: only the Python walk runs here")
     # ops (sorted by start, longer first): A 0-100, B 10-50, C 10-20, D 60-70
     st = np.array([0, 10, 10, 60], dtype=np.int64)
     en = np.array([100, 50, 20, 70], dtype=np.int64)
     q = np.array([-1, 5, 10, 15, 20, 30, 55, 65, 70, 99, 100], dtype=np.int64)
     assert innermost(st, en, q).tolist() == [-1, 0, 2, 2, 1, 1, 0, 3, 0, 0, -1]
+    assert innermost(st[:0], en[:0], q).tolist() == [-1] * len(q)
 
 
 def test_thread_pieces_cut_gaps_at_op_boundaries() -> None:

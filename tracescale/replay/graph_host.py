@@ -9,10 +9,17 @@ tuple per piece, it was most of the graph's build time and several times the tra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+try:  # numba is a dependency, but the walk stays plain Python where it cannot load
+    from numba import njit
+except ImportError:  # pragma: no cover - exercised where numba is not installed
+    njit = None  # type: ignore[assignment]
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
@@ -94,6 +101,7 @@ def thread_pieces(
     pi[1 : 2 * n_leaf : 2] = ki
     if tail:
         ps[-1], pe[-1] = last, stop
+    del keep, ks, ke, ki  # each temporary goes as soon as it is used: the build's peak
     # Op ordered by start, the longer first at equal starts (the enclosing one).
     order = np.lexsort((-op_end, op_start))
     op_start, op_end, op_event = op_start[order], op_end[order], op_event[order]
@@ -111,6 +119,7 @@ def thread_pieces(
     s_out[off] = ps
     i_out[off] = pi
     e_out[off + cuts] = pe
+    del ps, pe, pi, gap, z, count
     n_cuts = int(cuts.sum())
     if n_cuts:
         piece = np.repeat(np.arange(m), cuts)
@@ -118,12 +127,42 @@ def thread_pieces(
         at = edges[a[piece] + j]
         e_out[off[piece] + j] = at
         s_out[off[piece] + j + 1] = at
+        del piece, j, at
+    del a, off, cuts, edges
     op = np.full(total, -1, dtype=np.int64)
     gaps = np.flatnonzero(i_out < 0)
-    inner = innermost(op_start, op_end, (s_out[gaps] + e_out[gaps]) // 2)
+    mid = s_out[gaps]
+    mid += e_out[gaps]
+    mid //= 2
+    inner = innermost(op_start, op_end, mid)
+    del mid
     if len(op_event):
         op[gaps] = np.where(inner >= 0, op_event[np.clip(inner, 0, None)], -1)
     return ThreadPieces(s_out, e_out, i_out, op)
+
+
+def _walk(starts: Any, ends: Any, query: Any, out: Any, stack: Any) -> None:
+    """:func:`innermost`'s walk over arrays (compiled) or lists (plain Python)."""
+    top = -1
+    j, n = 0, len(starts)
+    for q in range(len(query)):
+        t = query[q]
+        while j < n and starts[j] <= t:
+            while top >= 0 and ends[stack[top]] <= starts[j]:
+                top -= 1
+            top += 1
+            stack[top] = j
+            j += 1
+        while top >= 0 and ends[stack[top]] <= t:
+            top -= 1
+        out[q] = stack[top] if top >= 0 else -1
+
+
+#: Compiled (numba's on-disk cache) where numba loads: a thread has as many gap pieces as
+#: calls, and the plain walk costs a Python int object per op and per piece on top of time.
+_compiled_walk: Callable[..., None] | None = (
+    njit(cache=True, nogil=True)(_walk) if njit is not None else None
+)
 
 
 def innermost(op_start: I64, op_end: I64, query: I64) -> I64:
@@ -133,20 +172,20 @@ def innermost(op_start: I64, op_end: I64, query: I64) -> I64:
     is the last op starting at or before ``t`` that has not ended, found with a stack of open
     ops in one merge-like walk over ops and queries.
     """
-    out: list[int] = []
-    stack: list[int] = []
-    j, n = 0, len(op_start)
-    starts, ends = op_start.tolist(), op_end.tolist()
-    for t in query.tolist():
-        while j < n and starts[j] <= t:
-            while stack and ends[stack[-1]] <= starts[j]:
-                stack.pop()
-            stack.append(j)
-            j += 1
-        while stack and ends[stack[-1]] <= t:
-            stack.pop()
-        out.append(stack[-1] if stack else -1)
-    return np.array(out, dtype=np.int64)
+    n = len(op_start)
+    if _compiled_walk is not None:
+        out = np.empty(len(query), dtype=np.int64)
+        _compiled_walk(
+            np.ascontiguousarray(op_start, dtype=np.int64),
+            np.ascontiguousarray(op_end, dtype=np.int64),
+            np.ascontiguousarray(query, dtype=np.int64),
+            out,
+            np.empty(max(n, 1), dtype=np.int64),
+        )
+        return out
+    res: list[int] = [0] * len(query)
+    _walk(op_start.tolist(), op_end.tolist(), query.tolist(), res, [0] * max(n, 1))
+    return np.array(res, dtype=np.int64)
 
 
 def step_bounds(starts: I64, ends: I64, host_start: I64, host_end: I64) -> tuple[I64, I64]:

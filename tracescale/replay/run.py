@@ -206,21 +206,29 @@ def _delay_gaps(
     return np.asarray(nodes, dtype=np.int64), np.asarray(excess, dtype=np.float64)
 
 
-def return_freed_memory() -> None:
-    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; nothing elsewhere).
+#: glibc's mallopt parameter for the mmap threshold, and the threshold set (1 MiB).
+_M_MMAP_THRESHOLD, _MMAP_FROM = -3, 1 << 20
 
-    Why: numpy's column-sized buffers come from the C heap once glibc has raised its mmap
-    threshold, and freed ones stay mapped in the middle of it. The replay decodes a trace a
-    second time after the map step freed one: without this, the freed pages of the first stay
-    counted in the peak beside the second (a whole analyze peaked at about 1.4x its map step).
+
+def return_freed_memory() -> None:
+    """Hand freed C heap memory back to the system (glibc; nothing elsewhere).
+
+    Why: glibc raises its mmap threshold (up to 32 MiB) each time a mapped block is freed, so
+    after the map step numpy's column-sized buffers come from the heap, and freed ones stay
+    mapped between live ones. The replay decodes a trace a second time and builds a graph of
+    millions of nodes beside it: without this, the first decode's freed pages and the build's
+    temporaries stayed counted in the peak (a whole analyze peaked above its map step). So the
+    threshold is fixed at 1 MiB (every large buffer is its own mapping, returned when freed;
+    this stays set for the process) and the heap's free pages are trimmed now.
     """
     if sys.platform != "linux":
         return
     try:
         libc = ctypes.CDLL(None)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # musl and other libcs: nothing to trim with
+        mallopt, trim = libc.mallopt, libc.malloc_trim
+    except (OSError, AttributeError):  # musl and other libcs: nothing to tune
         return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM)
     trim(0)
 
 
