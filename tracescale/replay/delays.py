@@ -36,7 +36,7 @@ _BOOT_DRAWS = 4000
 _BODY_POINTS = 128
 _TAIL_POINTS = 64
 _TOP = 1e-4
-_REST_POINTS = 32
+_REST_POINTS = 16
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ def expected_max_sum(
         r_all = np.zeros(1)
     if len(r_all) > _REST_POINTS:
         r_all = np.quantile(r_all, (np.arange(_REST_POINTS) + 0.5) / _REST_POINTS)
-    shifts = np.quantile(r_all, np.linspace(0.0, 1.0, 9)) if len(r_all) > 9 else r_all
+    shifts = np.quantile(r_all, np.linspace(0.0, 1.0, 5)) if len(r_all) > 5 else r_all
     x = np.unique((b * xd[:, None] + shifts[None, :]).ravel())
     qd = np.concatenate([[0.0], q])
     xq = np.concatenate([[xd[0] - 1e-12], xd])

@@ -155,6 +155,18 @@ def own_delays(run: RunBreakdown) -> pd.Series:
     return out[~out.index.duplicated()]
 
 
+#: A host-delay spread below this reaching a collective is not drawn (it costs a convolution).
+_NEGLIGIBLE_S = 1e-6
+
+
+def _spread(x: F64) -> float:
+    """Width of the middle 80% of ``x``."""
+    if len(x) == 0:
+        return 0.0
+    lo, hi = np.quantile(x, [0.1, 0.9])
+    return float(hi - lo)
+
+
 def lateness(
     pool: OffsetPool,
     delays: DelayModel | None,
@@ -175,8 +187,8 @@ def lateness(
     mu_all = pool.systematic[first]
     b = pool.beta * host_scale
     rest = pool.rest * dev_scale
-    if delays is None or b <= 0:
-        return expected_max_of(mu_all, rest, n)
+    if delays is None or b * _spread(delays.draws) <= max(0.05 * _spread(rest), _NEGLIGIBLE_S):
+        return expected_max_of(mu_all, rest, n)  # the host delay does not reach this collective
     mu = mu_all[:n]
     vals, counts = np.unique(mu, return_counts=True)
     if n > len(mu):
