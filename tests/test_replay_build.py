@@ -92,3 +92,31 @@ def test_compiled_replay_equals_the_python_pass(
     for a, b in zip(fast, slow, strict=True):
         assert np.array_equal(a.start, b.start) and np.array_equal(a.end, b.end)
         assert np.array_equal(a.step_time, b.step_time)
+
+
+def test_replay_reads_the_rank_as_vetted_by_the_map_step(tmp_path: Path) -> None:
+    """A kernel of two days, which the map step drops, is no node the replayed step waits for:
+    replay_error is that of the same trace without it."""
+    import gzip
+    import json
+
+    from tracescale.pipeline import analyze
+    from tracescale.simulate import make_params, simulate
+
+    simulate([1], tmp_path / "s", steps=3, seed=3, params=make_params({"layers": 4}))
+    src = next((tmp_path / "s" / "ws1").glob("*.json.gz"))
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    for name, extra in (("plain", []), ("absurd", [{**kernel, "dur": 2 * 86400e6}])):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "rank0.json").write_text(
+            json.dumps({**doc, "traceEvents": doc["traceEvents"] + extra})
+        )
+    errors = [
+        analyze(str(tmp_path / name / "rank0.json"), no_cache=True).studies[0]["runs"][0][
+            "replay_error"
+        ]
+        for name in ("plain", "absurd")
+    ]
+    assert errors[0] == errors[1] and errors[0] <= 0.02

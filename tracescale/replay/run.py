@@ -15,6 +15,7 @@ from tracescale.classify.rank import classify_rank
 from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import RuleSet
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
+from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine import replay
@@ -102,7 +103,9 @@ def replay_run(
     def build() -> GraphInput:
         return_freed_memory()  # what the map step freed, before a second trace is decoded
         with local_copy(path) as local:  # a URL (s3://, memory://) is read as the map step does
-            trace = load_trace(local, memory_budget=memory_budget)
+            # vetted as the map step vets it: an implausible event it dropped (a kernel of
+            # days) must not become a node that the replayed step waits for
+            trace = vet(load_trace(local, memory_budget=memory_budget))
         # Only the collective instances are kept: the rest of the rank's classification
         # is freed before the graph is built beside the trace (the stage's memory peak).
         coll = classify_rank(trace, rules, rank=rank).collectives
