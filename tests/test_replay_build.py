@@ -12,6 +12,7 @@ from tracescale.classify.rank import classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
+from tracescale.replay import compiled as compiled_loops
 from tracescale.replay import engine, graph_host
 from tracescale.replay.graph import build_graph
 from tracescale.replay.graph_host import _kept_leaves, innermost, thread_pieces
@@ -50,8 +51,10 @@ def test_innermost_is_the_latest_started_open_op(
 ) -> None:
     if not compiled:
         monkeypatch.setattr(graph_host, "_compiled_walk", None)
-    elif graph_host._compiled_walk is None:
+    elif graph_host._compiled_walk is None or not graph_host._compiled_walk.available():
         pytest.skip("numba is not installed: only the Python walk runs here")
+    else:
+        monkeypatch.setattr(compiled_loops, "MIN_SIZE", 0)  # compile even this tiny walk
     # ops (sorted by start, longer first): A 0-100, B 10-50, C 10-20, D 60-70
     st = np.array([0, 10, 10, 60], dtype=np.int64)
     en = np.array([100, 50, 20, 70], dtype=np.int64)
@@ -77,8 +80,9 @@ def test_thread_pieces_cut_gaps_at_op_boundaries() -> None:
 def test_compiled_replay_equals_the_python_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if engine._compiled is None:
+    if engine._compiled is None or not engine._compiled.available():
         pytest.skip("numba is not installed: only the Python pass runs here")
+    monkeypatch.setattr(compiled_loops, "MIN_SIZE", 0)  # compile even this small graph
     from tracescale.simulate import make_params, simulate
 
     simulate([2], tmp_path, steps=3, seed=2, params=make_params({"layers": 6}))
@@ -120,3 +124,16 @@ def test_replay_reads_the_rank_as_vetted_by_the_map_step(tmp_path: Path) -> None
         for name in ("plain", "absurd")
     ]
     assert errors[0] == errors[1] and errors[0] <= 0.02
+
+
+def test_small_graphs_replay_without_compiling() -> None:
+    """Below MIN_SIZE and MIN_TOTAL the plain loop runs (no numba import for a small study)."""
+    loop = compiled_loops.Compiled(lambda: None)
+    assert loop.get(compiled_loops.MIN_SIZE - 1) is None
+    assert not loop._done  # numba not even looked for
+    repeats = compiled_loops.MIN_TOTAL // (compiled_loops.MIN_SIZE - 1)
+    for _ in range(repeats - 1):
+        assert loop.get(compiled_loops.MIN_SIZE - 1) is None
+    assert not loop._done
+    loop.get(compiled_loops.MIN_SIZE - 1)  # the replays so far add up to MIN_TOTAL
+    assert loop._done

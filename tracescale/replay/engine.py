@@ -7,19 +7,14 @@ with durations scaled to another world size it is the projection.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.replay.compiled import Compiled
 from tracescale.replay.graph import DEV, SYNC, Graph
-
-try:  # numba is a dependency, but the pass stays plain Python where it cannot load
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised where numba is not installed
-    njit = None  # type: ignore[assignment]
 
 F64 = npt.NDArray[np.float64]
 
@@ -81,9 +76,7 @@ def _pass(
 
 #: Compiled once per machine (numba's on-disk cache); projections replay the same graph dozens
 #: of times, and the pass is inherently sequential, so plain Python here dominated the stage.
-_compiled: Callable[..., None] | None = (
-    njit(cache=True, nogil=True)(_pass) if njit is not None else None
-)
+_compiled: Compiled | None = Compiled(_pass)
 
 
 def replay(graph: Graph, dur: F64 | None = None) -> Replayed:
@@ -96,11 +89,12 @@ def replay(graph: Graph, dur: F64 | None = None) -> Replayed:
     tail = graph.tail / 1e9
     release = (graph.release - t0) / 1e9
     n_res = int(graph.res.max()) + 1 if n else 0
-    if _compiled is not None and n:
+    kernel = _compiled.get(n) if _compiled is not None else None
+    if kernel is not None and n:
         start = np.zeros(n)
         end = np.zeros(n)
         free = np.full(n_res, -1e18)
-        _compiled(
+        kernel(
             graph.order.astype(np.int64, copy=False), graph.kind, graph.res, graph.dep, graph.dep2,
             d, lag, fixed, tail, release, start, end, free,
         )  # fmt: skip

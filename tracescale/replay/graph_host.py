@@ -9,17 +9,13 @@ tuple per piece, it was most of the graph's build time and several times the tra
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-try:  # numba is a dependency, but the walk stays plain Python where it cannot load
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised where numba is not installed
-    njit = None  # type: ignore[assignment]
+from tracescale.replay.compiled import Compiled
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
@@ -160,9 +156,7 @@ def _walk(starts: Any, ends: Any, query: Any, out: Any, stack: Any) -> None:
 
 #: Compiled (numba's on-disk cache) where numba loads: a thread has as many gap pieces as
 #: calls, and the plain walk costs a Python int object per op and per piece on top of time.
-_compiled_walk: Callable[..., None] | None = (
-    njit(cache=True, nogil=True)(_walk) if njit is not None else None
-)
+_compiled_walk: Compiled | None = Compiled(_walk)
 
 
 def innermost(op_start: I64, op_end: I64, query: I64) -> I64:
@@ -173,9 +167,10 @@ def innermost(op_start: I64, op_end: I64, query: I64) -> I64:
     ops in one merge-like walk over ops and queries.
     """
     n = len(op_start)
-    if _compiled_walk is not None:
+    walk = _compiled_walk.get(n + len(query)) if _compiled_walk is not None else None
+    if walk is not None:
         out = np.empty(len(query), dtype=np.int64)
-        _compiled_walk(
+        walk(
             np.ascontiguousarray(op_start, dtype=np.int64),
             np.ascontiguousarray(op_end, dtype=np.int64),
             np.ascontiguousarray(query, dtype=np.int64),
