@@ -30,7 +30,7 @@ from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
-from tracescale.replay.variability import lateness
+from tracescale.replay.variability import lateness, reaches
 
 F64 = npt.NDArray[np.float64]
 _BOOT = 200
@@ -144,10 +144,19 @@ class ReplayStudy:
         if got is not None:
             return got
         pool = self.base.offsets[position]
-        point = lateness(pool, self.delays, n, host_scale, dev_scale)
+        # A step's host delay is waited for once: at the first collective it reaches. The
+        # representative rank then runs as late as the slowest rank, so later collectives
+        # draw only the device jitter (their measured offsets still echo the same delay).
+        reached = [
+            k
+            for k, p in sorted(self.base.offsets.items())
+            if reaches(p, self.delays, host_scale, dev_scale)
+        ]
+        delays = self.delays if reached and position == reached[0] else None
+        point = lateness(pool, delays, n, host_scale, dev_scale)
         ends = [point]
-        if self.delays is not None and self.delays.tail is not None:
-            models = (*self.delays.ends(n), self.delays.with_tail(None))
+        if delays is not None and delays.tail is not None:
+            models = (*delays.ends(n), delays.with_tail(None))
             ends += [lateness(pool, m, n, host_scale, dev_scale) for m in models]
         out = (min(ends), point, max(ends))
         self._cache[key] = out

@@ -167,6 +167,16 @@ def _spread(x: F64) -> float:
     return float(hi - lo)
 
 
+def reaches(
+    pool: OffsetPool, delays: DelayModel | None, host_scale: float, dev_scale: float
+) -> bool:
+    """Whether the ranks' own host delays visibly move their arrivals at this collective."""
+    if delays is None:
+        return False
+    b = pool.beta * host_scale
+    return b * _spread(delays.draws) > max(0.05 * _spread(pool.rest * dev_scale), _NEGLIGIBLE_S)
+
+
 def lateness(
     pool: OffsetPool,
     delays: DelayModel | None,
@@ -187,7 +197,7 @@ def lateness(
     mu_all = pool.systematic[first]
     b = pool.beta * host_scale
     rest = pool.rest * dev_scale
-    if delays is None or b * _spread(delays.draws) <= max(0.05 * _spread(rest), _NEGLIGIBLE_S):
+    if delays is None or not reaches(pool, delays, host_scale, dev_scale):
         return expected_max_of(mu_all, rest, n)  # the host delay does not reach this collective
     mu = mu_all[:n]
     vals, counts = np.unique(mu, return_counts=True)
