@@ -19,7 +19,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.scaling.fit import StudyModel, fit_study
 from tracescale.scaling.result import Overhead, Projection
 from tracescale.scaling.serial import gustafson, model_t1, strong_fraction, weak_share
-from tracescale.scaling.stats import RunAgg, RunData, aggregate
+from tracescale.scaling.stats import RunAgg, RunData, aggregate_many
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -70,16 +70,23 @@ def bootstrap(
     """Resample ranks and steps in every run, refit with fixed forms, evaluate on ``grid``."""
     rng = np.random.default_rng(seed)
     forms = model.forms()
+    # Draw in the order replicate by replicate, run by run (ranks, then steps), so the
+    # random stream is the one a per-replicate loop would use.
+    draws: list[tuple[list[FloatArray], list[FloatArray]]] = [([], []) for _ in datas]
+    for _ in range(n_boot):
+        for d, (rws, sws) in zip(datas, draws, strict=True):
+            nr, ns = d.mask.shape
+            rws.append(rng.multinomial(nr, np.full(nr, 1.0 / nr)).astype(np.float64))
+            sws.append(rng.multinomial(ns, np.full(ns, 1.0 / ns)).astype(np.float64))
+    per_run = [
+        aggregate_many(d, np.array(rws), np.array(sws), scale) if n_boot else []
+        for d, (rws, sws) in zip(datas, draws, strict=True)
+    ]
     base = np.empty(n_boot)
     totals = np.empty((n_boot, len(grid)))
     frac = np.empty(n_boot)
     for b in range(n_boot):
-        aggs = []
-        for d in datas:
-            nr, ns = d.mask.shape
-            rw = rng.multinomial(nr, np.full(nr, 1.0 / nr)).astype(np.float64)
-            sw = rng.multinomial(ns, np.full(ns, 1.0 / ns)).astype(np.float64)
-            aggs.append(aggregate(d, rw, sw, scale))
+        aggs = [runs[b] for runs in per_run]
         m = fit_study(aggs, model.mode, assumptions, fixed=forms)
         base[b] = aggs[0].total
         totals[b] = m.total(grid)

@@ -161,52 +161,90 @@ def aggregate(
     """
     r = np.ones(d.mask.shape[0]) if rank_w is None else rank_w
     s = np.ones(d.mask.shape[1]) if step_w is None else step_w
-    ws = d.mask * s[None, :]  # [R, S]
-    den = ws.sum(axis=1)
+    return aggregate_many(d, r[None, :], s[None, :], scale)[0]
+
+
+def aggregate_many(
+    d: RunData,
+    rank_w: FloatArray,
+    step_w: FloatArray,
+    scale: Mapping[str, float] | None = None,
+) -> list[RunAgg]:
+    """``aggregate`` for a batch of weight pairs (``[B, R]`` ranks, ``[B, S]`` steps).
+
+    The bootstrap draws hundreds of replicates: the weighted sums over steps are matrix
+    products over the whole batch, so no replicate walks the ``[R, S, C]`` array in Python.
+    A rank's mean weighs its recorded steps only (values are zero where the mask is).
+    """
+    r = np.asarray(rank_w, dtype=np.float64)
+    s = np.asarray(step_w, dtype=np.float64)
+    masked = d.values * d.mask[:, :, None]
+    den = s @ d.mask.T  # [B, R]
     live = den > 0
     rr = r * live
-    if rr.sum() == 0:  # degenerate resample: fall back to all ranks
-        rr = live.astype(np.float64)
+    dead = rr.sum(axis=1) == 0  # degenerate resample: fall back to all ranks
+    rr[dead] = live[dead].astype(np.float64)
     safe = np.where(live, den, 1.0)
-    rank_mean = np.einsum("rs,rsc->rc", ws, d.values) / safe[:, None]
-    mean = (rr[:, None] * rank_mean).sum(axis=0) / rr.sum()
-    cnt_rank = np.einsum("rs,rsg->rg", ws, d.coll_cnt) / safe[:, None]
-    per_step = (rr[:, None] * cnt_rank).sum(axis=0) / rr.sum()
-    wrs = rr[:, None] * ws
-    tsum = np.einsum("rs,rsg->g", wrs, d.coll_sum)
-    tcnt = np.einsum("rs,rsg->g", wrs, d.coll_cnt)
+    rank_mean = np.tensordot(s, masked, axes=([1], [1])) / safe[:, :, None]
+    rsum = rr.sum(axis=1)
+    mean = np.einsum("br,brc->bc", rr, rank_mean) / rsum[:, None]
+    cnt = np.tensordot(s, d.coll_cnt * d.mask[:, :, None], axes=([1], [1]))
+    per_step = np.einsum("br,brg->bg", rr, cnt / safe[:, :, None]) / rsum[:, None]
+    tsum = np.einsum(
+        "br,brg->bg", rr, np.tensordot(s, d.coll_sum * d.mask[:, :, None], axes=([1], [1]))
+    )
+    tcnt = np.einsum("br,brg->bg", rr, cnt)
     transfer = np.where(tcnt > 0, tsum / np.where(tcnt > 0, tcnt, 1.0), 0.0)
     sc = dict(scale or {})
-    cats = {c: float(mean[_COL[c]]) * sc.get(c, 1.0) for c in CATEGORIES}
     fc = sc.get("communication", 1.0)
-    return RunAgg(
-        world_size=d.world_size,
-        cats=cats,
-        total=float(sum(cats.values())),
-        overlap_window=float(mean[_COL["overlap_window"]]),
-        serial_compute=float(mean[_COL["serial_compute"]]) * sc.get("compute", 1.0),
-        xfer=float(mean[_COL["xfer"]]) * fc,
-        coll_keys=d.coll_keys,
-        coll_transfer=transfer * fc,
-        coll_weight=tcnt,
-        coll_per_step=per_step,
-        caused={c: float(mean[_COL[f"caused_{c}"]]) * sc.get(c, 1.0) for c in CAUSED},
-        own_median={
-            c: _median_rank(rank_mean[:, _COL[c]] - rank_mean[:, _COL[f"caused_{c}"]], rr)
-            * sc.get(c, 1.0)
-            for c in CAUSED
-        },
-        schedule=d.schedule,
-    )
+    own = {
+        c: _median_rank(rank_mean[:, :, _COL[c]] - rank_mean[:, :, _COL[f"caused_{c}"]], rr)
+        * sc.get(c, 1.0)
+        for c in CAUSED
+    }
+    out = []
+    for b in range(len(r)):
+        m = mean[b]
+        cats = {c: float(m[_COL[c]]) * sc.get(c, 1.0) for c in CATEGORIES}
+        out.append(
+            RunAgg(
+                world_size=d.world_size,
+                cats=cats,
+                total=float(sum(cats.values())),
+                overlap_window=float(m[_COL["overlap_window"]]),
+                serial_compute=float(m[_COL["serial_compute"]]) * sc.get("compute", 1.0),
+                xfer=float(m[_COL["xfer"]]) * fc,
+                coll_keys=d.coll_keys,
+                coll_transfer=transfer[b] * fc,
+                coll_weight=tcnt[b],
+                coll_per_step=per_step[b],
+                caused={c: float(m[_COL[f"caused_{c}"]]) * sc.get(c, 1.0) for c in CAUSED},
+                own_median={c: float(v[b]) for c, v in own.items()},
+                schedule=d.schedule,
+            )
+        )
+    return out
 
 
-def _median_rank(values: FloatArray, weights: FloatArray) -> float:
-    """Median over ranks, each counted by its (bootstrap) weight."""
+def _median_rank(values: FloatArray, weights: FloatArray) -> FloatArray:
+    """Median over ranks (last axis), each counted by its (bootstrap) weight, per row.
+
+    Equals ``np.median`` of each row's values repeated by their rounded weights (0 for an
+    empty pool), without building the pools: the middle of the cumulative counts in sorted
+    order picks the one or two middle values.
+    """
     counts = np.rint(weights).astype(np.int64)
-    if counts.sum() <= 0:
-        counts = (weights > 0).astype(np.int64)
-    pool = np.repeat(values, np.maximum(counts, 0))
-    return float(np.median(pool)) if pool.size else 0.0
+    empty = counts.sum(axis=1) <= 0
+    counts[empty] = weights[empty] > 0
+    counts = np.maximum(counts, 0)
+    order = np.argsort(values, axis=1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=1)
+    cum = np.cumsum(np.take_along_axis(counts, order, axis=1), axis=1)
+    size = cum[:, -1:]
+    lo = np.minimum((cum <= (size - 1) // 2).sum(axis=1, keepdims=True), values.shape[1] - 1)
+    hi = np.minimum((cum <= size // 2).sum(axis=1, keepdims=True), values.shape[1] - 1)
+    mid = (np.take_along_axis(ordered, lo, axis=1) + np.take_along_axis(ordered, hi, axis=1)) / 2
+    return np.where(size > 0, mid, 0.0)[:, 0]
 
 
 def _q(x: FloatArray, p: float) -> float:
