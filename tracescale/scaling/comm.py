@@ -37,9 +37,29 @@ MIN_GROUPS_FOR_TREE = 4
 _TWO = ("allreduce", "barrier", "other")
 
 
+#: Factors already computed, by (type, group sizes, bytes, algorithm): a bootstrap evaluates
+#: the same collectives at the same group sizes for every replicate. Bounded; read-only.
+_FACTORS: dict[tuple[str, tuple[int, ...], bytes, float, str], tuple[FloatArray, FloatArray]] = {}
+_FACTORS_MAX = 1024
+
+
 def factors(ctype: str, g: FloatArray, nbytes: float, algo: str) -> tuple[FloatArray, FloatArray]:
-    """(latency factor, bytes factor) of one collective type at group sizes ``g``."""
+    """(latency factor, bytes factor) of one collective type at group sizes ``g`` (read-only)."""
     g = np.asarray(g, dtype=np.float64)
+    key = (ctype, g.shape, g.tobytes(), float(nbytes), algo)
+    hit = _FACTORS.get(key)
+    if hit is not None:
+        return hit
+    lat, bw = _factors(ctype, g, nbytes, algo)
+    lat.setflags(write=False)
+    bw.setflags(write=False)
+    if len(_FACTORS) >= _FACTORS_MAX:
+        _FACTORS.clear()
+    _FACTORS[key] = (lat, bw)
+    return lat, bw
+
+
+def _factors(ctype: str, g: FloatArray, nbytes: float, algo: str) -> tuple[FloatArray, FloatArray]:
     on = g > 1
     gs = np.where(on, g, 2.0)
     b = max(float(nbytes), 0.0)

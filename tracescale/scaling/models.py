@@ -76,8 +76,28 @@ ABS_TOL = 0.002
 REL_TOL = 1.25
 
 
+#: Design matrices already built, by (form, world sizes): the bootstrap refits the same forms
+#: at the same world sizes hundreds of times. Bounded; the arrays are read-only.
+_DESIGNS: dict[tuple[str, tuple[int, ...], bytes], FloatArray] = {}
+_DESIGNS_MAX = 512
+
+
 def design(form: str, n: FloatArray) -> FloatArray:
-    """Design matrix of ``form`` at world sizes ``n`` (columns in FORMS order)."""
+    """Design matrix of ``form`` at world sizes ``n`` (columns in FORMS order; read-only)."""
+    n = np.asarray(n, dtype=np.float64)
+    key = (form, n.shape, n.tobytes())
+    hit = _DESIGNS.get(key)
+    if hit is not None:
+        return hit
+    x = _build_design(form, n)
+    x.setflags(write=False)
+    if len(_DESIGNS) >= _DESIGNS_MAX:
+        _DESIGNS.clear()
+    _DESIGNS[key] = x
+    return x
+
+
+def _build_design(form: str, n: FloatArray) -> FloatArray:
     cols = []
     for p in terms(form):
         if p == "a":
