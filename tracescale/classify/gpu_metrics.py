@@ -198,23 +198,25 @@ def rank_gpu_totals(steps: pd.DataFrame) -> GpuTotals | None:
     """The measures of the steps in ``steps`` (a rank's kept step rows), or None without them."""
     if "gpu_busy_ns" not in steps.columns or steps.empty:
         return None
-    kept = set(steps["step"].astype("int64").tolist())
     has = steps["gpu_first_ns"] != NO_TIME
     if not has.any():
         return GpuTotals(0, 0, 0, 0, 0)
     span = int(steps.loc[has, "gpu_last_ns"].max()) - int(steps.loc[has, "gpu_first_ns"].min())
-    own = {m: steps[f"gpu_{m}_ns"].astype("int64") for m in _MEASURES}
-    by_step = {
-        m: dict(zip(steps["step"].tolist(), v.tolist(), strict=True)) for m, v in own.items()
-    }
-    totals = {m: int(v.sum()) for m, v in own.items()}
-    for row in steps.itertuples(index=False):
-        prev = int(row.gpu_prev_step)
-        if prev < 0 or prev not in kept:
-            continue
-        for m in _MEASURES:
-            pair = int(getattr(row, f"gpu_pair_{m}_ns"))
-            totals[m] += pair - by_step[m][prev] - by_step[m][int(row.step)]
+    step = steps["step"].to_numpy(dtype=np.int64)
+    prev = steps["gpu_prev_step"].to_numpy(dtype=np.int64)
+    # A step whose previous step was kept: the union over the pair replaces the two steps'
+    # own measures (what the gap between them adds). Where a step appears twice the later
+    # row's measures count, as a lookup by step number would give.
+    paired = (prev >= 0) & np.isin(prev, step)
+    uniq, first_from_end = np.unique(step[::-1], return_index=True)
+    last_row = len(step) - 1 - first_from_end  # per step number, its last row
+    before_row = last_row[np.searchsorted(uniq, prev[paired])]
+    this_row = last_row[np.searchsorted(uniq, step[paired])]
+    totals = {}
+    for m in _MEASURES:
+        own = steps[f"gpu_{m}_ns"].to_numpy(dtype=np.int64)
+        pair = steps[f"gpu_pair_{m}_ns"].to_numpy(dtype=np.int64)[paired]
+        totals[m] = int(own.sum()) + int((pair - own[before_row] - own[this_row]).sum())
     sums = [int(steps[f"gpu_{name}_sum_ns"].sum()) for name, _ in _SUMS]
     return GpuTotals(span, *(totals[m] for m in _MEASURES), *sums)
 
