@@ -44,11 +44,22 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
     # Clock offsets: collectives end together on all ranks, so align each rank on the median
     # difference of its instance ends to the first rank's (only when clearly skewed).
     ref_rank = int(coll["rank"].min())
-    ref = coll[coll["rank"] == ref_rank].set_index(key)["end_ns"]
+    ref = coll.loc[coll["rank"] == ref_rank, [*key, "end_ns"]].rename(columns={"end_ns": "ref"})
+    joined = coll[["rank", *key, "end_ns"]].merge(ref, on=key, how="inner")
+    diff = (joined["end_ns"] - joined["ref"]).to_numpy(dtype=np.int64)
+    order = np.argsort(joined["rank"].to_numpy(dtype=np.int64), kind="stable")
+    ranks_sorted = joined["rank"].to_numpy(dtype=np.int64)[order]
+    cuts = np.flatnonzero(np.diff(ranks_sorted)) + 1
+    median = {
+        int(part_ranks[0]): int(np.median(part))
+        for part_ranks, part in zip(
+            np.split(ranks_sorted, cuts), np.split(diff[order], cuts), strict=True
+        )
+        if len(part)
+    }
     offsets: dict[int, int] = {}
-    for rank, grp in coll.groupby("rank"):
-        joined = grp.set_index(key)["end_ns"].to_frame().join(ref.rename("ref"), how="inner")
-        off = int(np.median(joined["end_ns"] - joined["ref"])) if len(joined) else 0
+    for rank in sorted(coll["rank"].unique().tolist()):
+        off = median.get(int(rank), 0)
         offsets[int(rank)] = off if abs(off) > _ALIGN_THRESHOLD_NS else 0
     if any(offsets.values()):
         warnings.append("rank clocks differ; aligned on collective ends (they finish together)")
