@@ -59,3 +59,27 @@ def test_weighted_median_matches_median_of_repeated_pool() -> None:
             pool = np.repeat(values[b], counts)
             want = float(np.median(pool)) if pool.size else 0.0
             assert got[b] == want
+
+
+def test_step_schedule_takes_most_common_key_and_mean_hideable_per_position() -> None:
+    import pandas as pd
+
+    from tracescale.scaling.stats import step_schedule
+
+    rows = []
+    for rank in (0, 1):
+        for step in (1, 2):
+            # Position 0: allreduce 100 B on three of four steps, broadcast on one.
+            first = ("broadcast", 8) if (rank, step) == (1, 2) else ("allreduce", 100)
+            rows.append((rank, step, *first, 4, 10, 0.004 + 0.001 * rank, True))
+            # Position 1: a tie between two keys: the one first in sorted key order wins.
+            second = ("allgather", 50) if step == 1 else ("allreduce", 50)
+            rows.append((rank, step, *second, 4, 20, float("nan") if rank else 0.002, True))
+    rows.append((0, 3, "allreduce", 100, 4, 10, 9.0, True))  # a cut step: one instance only
+    rows.append((2, 1, "allreduce", 100, 4, 10, 9.0, True))
+    cols = ["rank", "step", "collective", "bytes", "group_size", "start", "hideable", "async"]
+    got = step_schedule(pd.DataFrame(rows, columns=cols))
+    assert got == (
+        ("allreduce", 100, 4, True, (0.004 + 0.004 + 0.005 + 0.005) / 4),
+        ("allgather", 50, 4, True, (0.002 + 0.0 + 0.002 + 0.0) / 4),
+    )

@@ -65,13 +65,22 @@ def step_schedule(coll: pd.DataFrame) -> tuple[ScheduleRow, ...]:
     size = c.groupby(["rank", "step"])["collective"].transform("size")
     typical = int(size.mode().iloc[0])
     c = c[size == typical].copy()
-    c["pos"] = c.groupby(["rank", "step"]).cumcount()
+    pos = c.groupby(["rank", "step"]).cumcount().to_numpy(dtype=np.int64)
+    # Codes of the (type, bytes, group, async) keys in sorted key order, so the first of the
+    # most common keys at a position is the one a sorted groupby's idxmax would pick.
+    keys = pd.MultiIndex.from_arrays([c["collective"], c["bytes"], c["group_size"], c["async"]])
+    codes, uniq = pd.factorize(keys, sort=True)
+    counts = np.zeros((typical, len(uniq)), dtype=np.int64)
+    known = codes >= 0  # a key with a missing part is not counted, as groupby drops it
+    np.add.at(counts, (pos[known], codes[known]), 1)
+    best = np.argmax(counts, axis=1)
+    hideable = np.nan_to_num(c["hideable"].to_numpy(dtype=np.float64))
+    order = np.argsort(pos, kind="stable")
+    by_pos = np.split(hideable[order], np.flatnonzero(np.diff(pos[order])) + 1)
     rows: list[ScheduleRow] = []
-    for _, g in c.groupby("pos", sort=True):
-        key = g.groupby(["collective", "bytes", "group_size", "async"]).size().idxmax()
-        ctype, nbytes, group, is_async = key
-        hide = float(np.nan_to_num(g["hideable"].to_numpy(dtype=np.float64)).mean())
-        rows.append((str(ctype), int(nbytes), int(group), bool(is_async), hide))
+    for k, hides in enumerate(by_pos):
+        ctype, nbytes, group, is_async = uniq[best[k]]
+        rows.append((str(ctype), int(nbytes), int(group), bool(is_async), float(hides.mean())))
     return tuple(rows)
 
 
