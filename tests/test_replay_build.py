@@ -54,7 +54,7 @@ def test_innermost_is_the_latest_started_open_op(
     elif graph_host._compiled_walk is None or not graph_host._compiled_walk.available():
         pytest.skip("numba is not installed: only the Python walk runs here")
     else:
-        monkeypatch.setattr(compiled_loops, "MIN_SIZE", 0)  # compile even this tiny walk
+        monkeypatch.setattr(compiled_loops, "MIN_ELEMENTS", 0)  # compile even this tiny walk
     # ops (sorted by start, longer first): A 0-100, B 10-50, C 10-20, D 60-70
     st = np.array([0, 10, 10, 60], dtype=np.int64)
     en = np.array([100, 50, 20, 70], dtype=np.int64)
@@ -82,7 +82,7 @@ def test_compiled_replay_equals_the_python_pass(
 ) -> None:
     if engine._compiled is None or not engine._compiled.available():
         pytest.skip("numba is not installed: only the Python pass runs here")
-    monkeypatch.setattr(compiled_loops, "MIN_SIZE", 0)  # compile even this small graph
+    monkeypatch.setattr(compiled_loops, "MIN_ELEMENTS", 0)  # compile even this small graph
     from tracescale.simulate import make_params, simulate
 
     simulate([2], tmp_path, steps=3, seed=2, params=make_params({"layers": 6}))
@@ -127,13 +127,10 @@ def test_replay_reads_the_rank_as_vetted_by_the_map_step(tmp_path: Path) -> None
 
 
 def test_small_graphs_replay_without_compiling() -> None:
-    """Below MIN_SIZE and MIN_TOTAL the plain loop runs (no numba import for a small study)."""
-    loop = compiled_loops.Compiled(lambda: None)
-    assert loop.get(compiled_loops.MIN_SIZE - 1) is None
-    assert not loop._done  # numba not even looked for
-    repeats = compiled_loops.MIN_TOTAL // (compiled_loops.MIN_SIZE - 1)
-    for _ in range(repeats - 1):
-        assert loop.get(compiled_loops.MIN_SIZE - 1) is None
-    assert not loop._done
-    loop.get(compiled_loops.MIN_SIZE - 1)  # the replays so far add up to MIN_TOTAL
+    """Below MIN_ELEMENTS (summed over calls) the plain loop runs: no numba import."""
+    loop = compiled_loops.Compiled(lambda: None, weight=0.5)
+    half = compiled_loops.MIN_ELEMENTS // 2
+    assert loop.get(half) is None and loop.get(half) is None and loop.get(half) is None
+    assert not loop._done  # numba not even looked for: 1.5 x MIN_ELEMENTS at weight 0.5
+    loop.get(half)  # the calls so far add up to MIN_ELEMENTS
     assert loop._done
