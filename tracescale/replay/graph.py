@@ -35,6 +35,7 @@ from tracescale.ingest.steps import StepWindows, launch_times
 from tracescale.ingest.trace import RankTrace
 from tracescale.replay.graph_device import (
     CorrIndex,
+    add_joins,
     cross_stream,
     device_columns,
     launch_lags,
@@ -278,10 +279,11 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
     )
     for k in list(d):
         c[k][n_host:] = d.pop(k)
-    cross_stream(trace, c, dev_idx, n_host, call_events, corr, launched)
+    joins = cross_stream(trace, c, dev_idx, n_host, call_events, corr, launched)
     sync_nodes = call_nodes[c["kind"][call_nodes] == SYNC]
     syncs(trace, c, dev_idx, n_host, sync_nodes, c["event"][sync_nodes], launched)
-    return _freeze(trace, c, tuple(groups.ids), win, step_first, step_last, launched)
+    n_real = add_joins(c, joins, DEV)
+    return _freeze(trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real)
 
 
 def _host_columns(
@@ -333,10 +335,14 @@ def _freeze(
     step_first: I64,
     step_last: I64,
     launched: I64,
+    n_real: int,
 ) -> Graph:
+    """``n_real``: nodes from the trace; those after it are join nodes (no launch of their own,
+    ordered before the consumer they share a start with)."""
     kind = c.pop("kind").astype(np.int8, copy=False)
     event = c.pop("event")
     n = len(kind)
+    real = np.arange(n) < n_real
     # Launch step of every node: device nodes by their launch, host nodes by their start.
     when = np.where(event >= 0, launched[np.clip(event, 0, None)], c["start"])
     when = np.where(kind >= DEV, when, c["start"])
@@ -344,7 +350,7 @@ def _freeze(
     inside = (k >= 0) & (when < win.host_end[np.clip(k, 0, None)])
     step = np.where(inside, k, -1).astype(np.int32)
     del when, k, inside
-    lag = launch_lags(c, kind >= DEV)
+    lag = launch_lags(c, (kind >= DEV) & real)
     # Processing order: every edge points forward in (measured) time, sync calls sort at the
     # end of what they wait for.
     has2 = c["dep2"] >= 0
@@ -352,8 +358,8 @@ def _freeze(
     key = np.where(
         kind == SYNC, np.maximum(c["start"], (c["start"] + c["dur"])[d2] * has2), c["start"]
     )
-    order = np.lexsort((np.arange(n), kind >= DEV, key))
-    del key, has2, d2
+    order = np.lexsort((np.arange(n), real, kind >= DEV, key))
+    del key, has2, d2, real
     coll_nodes = np.flatnonzero(c["coll"] >= 0)
     coll_events = event[coll_nodes].tolist()
     nbytes = _message_bytes(trace, coll_events)

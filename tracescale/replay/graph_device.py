@@ -9,6 +9,7 @@ has millions of kernels, so each lookup is a binary search over whole arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -158,26 +159,66 @@ class _Launched:
                    _StreamIndex.of(stream))  # fmt: skip
 
     def link(
-        self, c: dict[str, I64], wait_t: int, limit: int, stream: int, producer_stream: int
-    ) -> None:
+        self, producers: dict[int, set[int]], awaited: dict[int, dict[int, int]], wait_t: int,
+        limit: int, stream: int, producer_stream: int,
+    ) -> None:  # fmt: skip
         """First kernel on ``stream`` launched after ``wait_t`` waits for the last kernel
-        launched before ``limit`` on ``producer_stream`` (any other stream when -1)."""
+        launched before ``limit`` on ``producer_stream`` (when -1: :meth:`unawaited_before`),
+        added to that consumer's ``producers``. ``awaited``: per consumer stream, the last
+        position awaited so far on each producer stream."""
         j = int(np.searchsorted(self.launch, wait_t, side="left"))
         first = self.index.first_from(stream, j)
         if first < 0:
             return
-        consumer = int(self.node[first])
         k = int(np.searchsorted(self.launch, limit, side="left"))
+        seen = awaited.setdefault(stream, {})
         if producer_stream >= 0:
             last = self.index.last_before(k, producer_stream, other=False)
         else:
-            last = self.index.last_before(k, stream, other=True)
-        if last < 0:
+            last = self.unawaited_before(k, stream, seen)
+        if last >= 0:
+            s = int(self.stream[last])
+            seen[s] = max(seen.get(s, -1), last)
+            producers.setdefault(int(self.node[first]), set()).add(int(self.node[last]))
+
+    def link_inferred(
+        self, c: dict[str, I64], producers: dict[int, set[int]],
+        awaited: dict[int, dict[int, int]], wait_t: int, limit: int,
+    ) -> None:  # fmt: skip
+        """A wait without stream args: its consumer is any stream whose first kernel launched
+        after ``wait_t`` started right as its producer ended (the wait visibly held it; the
+        next kernel launched may be another stream's, e.g. a collective queued between the wait
+        and the kernel that waited), else the stream of the next kernel launched."""
+        j = int(np.searchsorted(self.launch, wait_t, side="left"))
+        if j >= len(self.node):
             return
-        producer = int(self.node[last])
-        old = int(c["dep2"][consumer])
-        if old < 0 or c["start"][producer] + c["dur"][producer] > c["start"][old] + c["dur"][old]:
-            c["dep2"][consumer] = producer
+        k = int(np.searchsorted(self.launch, limit, side="left"))
+        end = c["start"] + c["dur"]
+        visible: list[int] = []
+        for s in self.index.positions:
+            first = self.index.first_from(s, j)
+            if first < 0:
+                continue
+            last = self.unawaited_before(k, s, awaited.get(s, {}))
+            if last < 0:
+                continue
+            gap = int(c["start"][self.node[first]]) - int(end[self.node[last]])
+            if 0 <= gap <= QUEUED_NS:
+                visible.append(s)
+        for s in visible or [int(self.stream[j])]:
+            self.link(producers, awaited, wait_t, limit, s, -1)
+
+    def unawaited_before(self, k: int, stream: int, seen: dict[int, int]) -> int:
+        """Last position < ``k`` on a stream other than ``stream`` whose work ``stream`` has not
+        awaited yet (waiting again on awaited work changes nothing, so a wait without stream
+        args is about the rest); the last on any other stream when all was awaited, -1."""
+        best = -1
+        for s in self.index.positions:
+            if s != stream:
+                x = self.index.last_before(k, s, other=False)
+                if x > seen.get(s, -1) and x > best:
+                    best = x
+        return best if best >= 0 else self.index.last_before(k, stream, other=True)
 
 
 def cross_stream(
@@ -188,14 +229,21 @@ def cross_stream(
     call_events: I64,
     corr: CorrIndex,
     launched: I64,
-) -> None:
+) -> list[tuple[int, int]]:
     """Producer edges: a kernel after a stream wait starts after the awaited kernel ends
-    (``cuda_sync`` records name the streams and the record call; else a ``cudaStreamWaitEvent``
-    call waits on the last kernel launched on another stream before the last event record)."""
+    (``cuda_sync`` records name the streams and the record call; else each
+    ``cudaStreamWaitEvent`` call waits on the last kernel launched before its own event record,
+    :func:`record_of_waits`, on another stream, :meth:`_Launched.unawaited_before`).
+
+    A consumer may wait on several producers (an optimizer after the gradients of two process
+    groups): the one that ended last in the trace becomes its ``dep2``; the others are returned
+    as (consumer, producer) pairs for join nodes (:func:`add_joins`)."""
     ev, strings = trace.events, trace.strings
     if len(dev_idx) == 0:
-        return
+        return []
     dv = _Launched.of(trace, dev_idx, first, launched)
+    producers: dict[int, set[int]] = {}
+    awaited: dict[int, dict[int, int]] = {}
     covered: set[int] = set()
     sync_cat = trace.string_id("cuda_sync")
     waits: list[int] = []
@@ -213,23 +261,91 @@ def cross_stream(
             rec = int(corr.find(np.array([ev.wait_on_corr[w]], dtype=np.int64))[0])
             if rec >= 0:
                 limit = int(ev.start[rec])
-        dv.link(c, int(ev.start[call]), limit, int(ev.stream[w]), int(ev.wait_on_stream[w]))
+        dv.link(producers, awaited, int(ev.start[call]), limit, int(ev.stream[w]),
+                int(ev.wait_on_stream[w]))  # fmt: skip
     names = ev.name[call_events]
     wait_ids = [k for k, s in enumerate(strings) if s in _WAIT_CALLS]
     rec_ids = [k for k, s in enumerate(strings) if s in _RECORD_CALLS]
-    wait_calls = [i for i in call_events[np.isin(names, wait_ids)].tolist() if i not in covered]
-    if not wait_calls:
-        return
-    records = np.sort(call_events[np.isin(names, rec_ids)])
-    rec_start = ev.start[records].astype(np.int64)
-    for w in wait_calls:
-        t = int(ev.start[w])
-        j = int(np.searchsorted(dv.launch, t, side="left"))
-        if j >= len(dv.node):
+    is_wait = np.isin(names, wait_ids) & ~np.isin(call_events, list(covered))
+    calls = call_events[is_wait | np.isin(names, rec_ids)]
+    matched = record_of_waits(trace, calls, is_wait[is_wait | np.isin(names, rec_ids)])
+    for w, limit in sorted(matched, key=lambda m: (int(ev.start[m[0]]), m[0])):
+        dv.link_inferred(c, producers, awaited, int(ev.start[w]), limit)
+    return _split_producers(c, producers)
+
+
+def record_of_waits(trace: RankTrace, calls: I64, is_wait: BOOL) -> list[tuple[int, int]]:
+    """(wait call, start of the record it waits on) for stream waits without correlation args.
+
+    Per host thread in time order, a wait takes the most recent record not yet taken by an
+    earlier wait of the same run of records: two consecutive waits (one consumer after two
+    process groups' streams) wait on two distinct records, not twice on the last one. A wait
+    with no record left takes the latest record (one event waited on by several streams); one
+    with none before it, its own start."""
+    ev = trace.events
+    order = np.lexsort((calls, ev.start[calls], ev.tid[calls], ev.pid[calls]))
+    out: list[tuple[int, int]] = []
+    thread: tuple[int, int] | None = None
+    pending: list[int] = []
+    latest = -1
+    after_wait = False
+    for i, wait in zip(calls[order].tolist(), is_wait[order].tolist(), strict=True):
+        key = (int(ev.pid[i]), int(ev.tid[i]))
+        if key != thread:
+            thread, pending, latest, after_wait = key, [], -1, False
+        t = int(ev.start[i])
+        if not wait:
+            if after_wait:  # a new run of records: untaken older ones are not waited on
+                pending, after_wait = [], False
+            pending.append(t)
+            latest = t
             continue
-        k = int(np.searchsorted(rec_start, t, side="left")) - 1
-        limit = int(rec_start[k]) if k >= 0 else t
-        dv.link(c, t, limit, int(dv.stream[j]), -1)
+        after_wait = True
+        out.append((i, pending.pop() if pending else (latest if latest >= 0 else t)))
+    return out
+
+
+def _split_producers(c: dict[str, I64], producers: dict[int, set[int]]) -> list[tuple[int, int]]:
+    """Each consumer's latest-ending producer (in the trace) as its ``dep2``; the rest, ended
+    by the consumer's start, as (consumer, producer) pairs."""
+    end = c["start"] + c["dur"]
+    extra: list[tuple[int, int]] = []
+    for consumer, found in producers.items():
+        ranked = sorted(found, key=lambda p: (int(end[p]), p))
+        c["dep2"][consumer] = ranked[-1]
+        extra.extend((consumer, p) for p in ranked[:-1] if end[p] <= c["start"][consumer])
+    return extra
+
+
+def add_joins(c: dict[str, npt.NDArray[Any]], pairs: list[tuple[int, int]], kind: int) -> int:
+    """Append one zero-duration join node per (consumer, producer) pair on the consumer's stream,
+    just before it (same start, ordered first) with the producer as its
+    ``dep2`` and ``kind`` (a device node): the consumer then waits for every producer while
+    the replay keeps two dependencies per node. Returns the number of nodes before the joins."""
+    n = len(c["kind"])
+    if not pairs:
+        return n
+    cons = np.array([p[0] for p in pairs], dtype=np.int64)
+    prod = np.array([p[1] for p in pairs], dtype=np.int64)
+    m = len(pairs)
+    add: dict[str, npt.NDArray[Any]] = {
+        "kind": np.full(m, kind, dtype=np.int8),
+        "res": c["res"][cons],
+        "start": c["start"][cons],
+        "dur": np.zeros(m, dtype=np.int64),
+        "dep": np.full(m, -1),
+        "lag": np.zeros(m, dtype=np.int64),
+        "dep2": prod,
+        "fixed": np.zeros(m, dtype=np.int64),
+        "tail": np.zeros(m, dtype=np.int64),
+        "release": np.full(m, -(2**62), dtype=np.int64),
+        "group": c["group"][cons],
+        "coll": np.full(m, -1),
+        "event": c["event"][cons],
+    }
+    for k, v in add.items():
+        c[k] = np.concatenate([c[k], v.astype(c[k].dtype)])
+    return n
 
 
 def syncs(
