@@ -102,7 +102,7 @@ def test_graph_key_changes_with_file_and_rank(tmp_path: Path) -> None:
 
 
 def test_stream_index_finds_what_a_scan_finds() -> None:
-    from tracescale.replay.graph_device import _StreamIndex
+    from tracescale.replay.graph_waits import _StreamIndex
 
     rng = np.random.default_rng(1)
     for n in (1, 2, 7, 60):

@@ -33,15 +33,9 @@ import pandas as pd
 from tracescale.classify.collectives import collective_type, dtype_bytes
 from tracescale.ingest.steps import StepWindows, launch_times
 from tracescale.ingest.trace import RankTrace
-from tracescale.replay.graph_device import (
-    CorrIndex,
-    add_joins,
-    cross_stream,
-    device_columns,
-    launch_lags,
-    syncs,
-)
+from tracescale.replay.graph_device import CorrIndex, device_columns, launch_lags, syncs
 from tracescale.replay.graph_host import ThreadPieces, step_bounds, thread_pieces
+from tracescale.replay.graph_waits import add_joins, cross_stream
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]

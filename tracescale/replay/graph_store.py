@@ -69,7 +69,13 @@ class GraphInput:
 def _graph_source_digest() -> str:
     root = Path(__file__).parent
     digest = hashlib.sha256()
-    for name in ("graph.py", "graph_host.py", "graph_device.py", "graph_store.py"):
+    for name in (
+        "graph.py",
+        "graph_host.py",
+        "graph_device.py",
+        "graph_waits.py",
+        "graph_store.py",
+    ):
         digest.update(name.encode())
         digest.update((root / name).read_bytes())
     return digest.hexdigest()[:12]

@@ -1,0 +1,272 @@
+"""Cross-stream waits of a rank's graph: device columns and the host's record/wait calls in,
+producer edges (``dep2``) and zero-duration join nodes out.
+
+Why apart from the other device edges: a stream wait without correlation args names neither
+its streams nor its event, so matching it to a record, a producer and a consumer is inference
+with rules of its own (stated in docs/DESIGN.md), and one consumer may wait on several
+producers while the replay keeps two dependencies per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tracescale.ingest.trace import RankTrace
+from tracescale.replay.graph_device import BOOL, I64, QUEUED_NS, CorrIndex
+
+_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
+_RECORD_CALLS = frozenset({"cudaEventRecord", "hipEventRecord"})
+
+
+@dataclass(frozen=True)
+class _StreamIndex:
+    """Device nodes in launch order, indexed per stream, so each stream-wait edge is found by
+    binary search instead of a scan of every kernel (waits x kernels was quadratic)."""
+
+    stream: I64
+    positions: dict[int, I64]
+    #: per position x: the last position <= x on another stream than x's, -1 when none.
+    other_before: I64
+
+    @classmethod
+    def of(cls, d_stream: I64) -> _StreamIndex:
+        n = len(d_stream)
+        order = np.argsort(d_stream, kind="stable")
+        cuts = np.flatnonzero(np.diff(d_stream[order])) + 1
+        positions = {int(d_stream[c[0]]): c for c in np.split(order, cuts) if len(c)}
+        change = np.ones(n, dtype=np.bool_)
+        change[1:] = d_stream[1:] != d_stream[:-1]
+        run_start = np.maximum.accumulate(np.where(change, np.arange(n), 0))
+        return cls(d_stream, positions, (run_start - 1).astype(np.int64))
+
+    def first_from(self, stream: int, j: int) -> int:
+        """First position >= ``j`` on ``stream``, -1 when none."""
+        p = self.positions.get(stream)
+        if p is None:
+            return -1
+        q = int(np.searchsorted(p, j, side="left"))
+        return int(p[q]) if q < len(p) else -1
+
+    def last_before(self, k: int, stream: int, other: bool) -> int:
+        """Last position < ``k`` on ``stream`` (on any other stream when ``other``), -1."""
+        if other:
+            x = min(k, len(self.stream)) - 1
+            if x < 0:
+                return -1
+            return x if int(self.stream[x]) != stream else int(self.other_before[x])
+        p = self.positions.get(stream)
+        if p is None:
+            return -1
+        q = int(np.searchsorted(p, k, side="left")) - 1
+        return int(p[q]) if q >= 0 else -1
+
+
+@dataclass(frozen=True)
+class _Launched:
+    """Device nodes in launch order: their nodes, launch times, streams and a stream index."""
+
+    node: I64
+    launch: I64
+    stream: I64
+    index: _StreamIndex
+
+    @classmethod
+    def of(cls, trace: RankTrace, dev_idx: I64, first: int, launched: I64) -> _Launched:
+        d_launch = launched[dev_idx]
+        order = np.argsort(d_launch, kind="stable")
+        stream = trace.events.stream[dev_idx[order]]
+        return cls(first + order.astype(np.int64), d_launch[order], stream,
+                   _StreamIndex.of(stream))  # fmt: skip
+
+    def link(
+        self, producers: dict[int, set[int]], awaited: dict[int, dict[int, int]], wait_t: int,
+        limit: int, stream: int, producer_stream: int,
+    ) -> None:  # fmt: skip
+        """First kernel on ``stream`` launched after ``wait_t`` waits for the last kernel
+        launched before ``limit`` on ``producer_stream`` (when -1: :meth:`unawaited_before`),
+        added to that consumer's ``producers``. ``awaited``: per consumer stream, the last
+        position awaited so far on each producer stream."""
+        j = int(np.searchsorted(self.launch, wait_t, side="left"))
+        first = self.index.first_from(stream, j)
+        if first < 0:
+            return
+        k = int(np.searchsorted(self.launch, limit, side="left"))
+        seen = awaited.setdefault(stream, {})
+        if producer_stream >= 0:
+            last = self.index.last_before(k, producer_stream, other=False)
+        else:
+            last = self.unawaited_before(k, stream, seen)
+        if last >= 0:
+            s = int(self.stream[last])
+            seen[s] = max(seen.get(s, -1), last)
+            producers.setdefault(int(self.node[first]), set()).add(int(self.node[last]))
+
+    def link_inferred(
+        self, c: dict[str, I64], producers: dict[int, set[int]],
+        awaited: dict[int, dict[int, int]], wait_t: int, limit: int,
+    ) -> None:  # fmt: skip
+        """A wait without stream args: its consumer is any stream whose first kernel launched
+        after ``wait_t`` started right as its producer ended (the wait visibly held it; the
+        next kernel launched may be another stream's, e.g. a collective queued between the wait
+        and the kernel that waited), else the stream of the next kernel launched."""
+        j = int(np.searchsorted(self.launch, wait_t, side="left"))
+        if j >= len(self.node):
+            return
+        k = int(np.searchsorted(self.launch, limit, side="left"))
+        end = c["start"] + c["dur"]
+        visible: list[int] = []
+        for s in self.index.positions:
+            first = self.index.first_from(s, j)
+            if first < 0:
+                continue
+            last = self.unawaited_before(k, s, awaited.get(s, {}))
+            if last < 0:
+                continue
+            gap = int(c["start"][self.node[first]]) - int(end[self.node[last]])
+            if 0 <= gap <= QUEUED_NS:
+                visible.append(s)
+        for s in visible or [int(self.stream[j])]:
+            self.link(producers, awaited, wait_t, limit, s, -1)
+
+    def unawaited_before(self, k: int, stream: int, seen: dict[int, int]) -> int:
+        """Last position < ``k`` on a stream other than ``stream`` whose work ``stream`` has not
+        awaited yet (waiting again on awaited work changes nothing, so a wait without stream
+        args is about the rest); the last on any other stream when all was awaited, -1."""
+        best = -1
+        for s in self.index.positions:
+            if s != stream:
+                x = self.index.last_before(k, s, other=False)
+                if x > seen.get(s, -1) and x > best:
+                    best = x
+        return best if best >= 0 else self.index.last_before(k, stream, other=True)
+
+
+def cross_stream(
+    trace: RankTrace,
+    c: dict[str, I64],
+    dev_idx: I64,
+    first: int,
+    call_events: I64,
+    corr: CorrIndex,
+    launched: I64,
+) -> list[tuple[int, int]]:
+    """Producer edges: a kernel after a stream wait starts after the awaited kernel ends
+    (``cuda_sync`` records name the streams and the record call; else each
+    ``cudaStreamWaitEvent`` call waits on the last kernel launched before its own event record,
+    :func:`record_of_waits`, on another stream, :meth:`_Launched.unawaited_before`).
+
+    A consumer may wait on several producers (an optimizer after the gradients of two process
+    groups): the one that ended last in the trace becomes its ``dep2``; the others are returned
+    as (consumer, producer) pairs for join nodes (:func:`add_joins`)."""
+    ev, strings = trace.events, trace.strings
+    if len(dev_idx) == 0:
+        return []
+    dv = _Launched.of(trace, dev_idx, first, launched)
+    producers: dict[int, set[int]] = {}
+    awaited: dict[int, dict[int, int]] = {}
+    covered: set[int] = set()
+    sync_cat = trace.string_id("cuda_sync")
+    waits: list[int] = []
+    if sync_cat >= 0:
+        waits = np.flatnonzero((ev.cat == sync_cat) & (ev.wait_on_stream >= 0)).tolist()
+    for w in waits:
+        if strings[ev.name[w]] != "Stream Wait Event":
+            continue
+        call = int(corr.find(np.array([ev.correlation[w]], dtype=np.int64))[0])
+        if call < 0:
+            continue
+        covered.add(call)
+        limit = int(ev.start[call])
+        if ev.wait_on_corr[w] >= 0:
+            rec = int(corr.find(np.array([ev.wait_on_corr[w]], dtype=np.int64))[0])
+            if rec >= 0:
+                limit = int(ev.start[rec])
+        dv.link(producers, awaited, int(ev.start[call]), limit, int(ev.stream[w]),
+                int(ev.wait_on_stream[w]))  # fmt: skip
+    names = ev.name[call_events]
+    wait_ids = [k for k, s in enumerate(strings) if s in _WAIT_CALLS]
+    rec_ids = [k for k, s in enumerate(strings) if s in _RECORD_CALLS]
+    is_wait = np.isin(names, wait_ids) & ~np.isin(call_events, list(covered))
+    calls = call_events[is_wait | np.isin(names, rec_ids)]
+    matched = record_of_waits(trace, calls, is_wait[is_wait | np.isin(names, rec_ids)])
+    for w, limit in sorted(matched, key=lambda m: (int(ev.start[m[0]]), m[0])):
+        dv.link_inferred(c, producers, awaited, int(ev.start[w]), limit)
+    return _split_producers(c, producers)
+
+
+def record_of_waits(trace: RankTrace, calls: I64, is_wait: BOOL) -> list[tuple[int, int]]:
+    """(wait call, start of the record it waits on) for stream waits without correlation args.
+
+    Per host thread in time order, a wait takes the most recent record not yet taken by an
+    earlier wait of the same run of records: two consecutive waits (one consumer after two
+    process groups' streams) wait on two distinct records, not twice on the last one. A wait
+    with no record left takes the latest record (one event waited on by several streams); one
+    with none before it, its own start."""
+    ev = trace.events
+    order = np.lexsort((calls, ev.start[calls], ev.tid[calls], ev.pid[calls]))
+    out: list[tuple[int, int]] = []
+    thread: tuple[int, int] | None = None
+    pending: list[int] = []
+    latest = -1
+    after_wait = False
+    for i, wait in zip(calls[order].tolist(), is_wait[order].tolist(), strict=True):
+        key = (int(ev.pid[i]), int(ev.tid[i]))
+        if key != thread:
+            thread, pending, latest, after_wait = key, [], -1, False
+        t = int(ev.start[i])
+        if not wait:
+            if after_wait:  # a new run of records: untaken older ones are not waited on
+                pending, after_wait = [], False
+            pending.append(t)
+            latest = t
+            continue
+        after_wait = True
+        out.append((i, pending.pop() if pending else (latest if latest >= 0 else t)))
+    return out
+
+
+def _split_producers(c: dict[str, I64], producers: dict[int, set[int]]) -> list[tuple[int, int]]:
+    """Each consumer's latest-ending producer (in the trace) as its ``dep2``; the rest, ended
+    by the consumer's start, as (consumer, producer) pairs."""
+    end = c["start"] + c["dur"]
+    extra: list[tuple[int, int]] = []
+    for consumer, found in producers.items():
+        ranked = sorted(found, key=lambda p: (int(end[p]), p))
+        c["dep2"][consumer] = ranked[-1]
+        extra.extend((consumer, p) for p in ranked[:-1] if end[p] <= c["start"][consumer])
+    return extra
+
+
+def add_joins(c: dict[str, npt.NDArray[Any]], pairs: list[tuple[int, int]], kind: int) -> int:
+    """Append one zero-duration join node per (consumer, producer) pair on the consumer's stream,
+    just before it (same start, ordered first) with the producer as its
+    ``dep2`` and ``kind`` (a device node): the consumer then waits for every producer while
+    the replay keeps two dependencies per node. Returns the number of nodes before the joins."""
+    n = len(c["kind"])
+    if not pairs:
+        return n
+    cons = np.array([p[0] for p in pairs], dtype=np.int64)
+    prod = np.array([p[1] for p in pairs], dtype=np.int64)
+    m = len(pairs)
+    add: dict[str, npt.NDArray[Any]] = {
+        "kind": np.full(m, kind, dtype=np.int8),
+        "res": c["res"][cons],
+        "start": c["start"][cons],
+        "dur": np.zeros(m, dtype=np.int64),
+        "dep": np.full(m, -1),
+        "lag": np.zeros(m, dtype=np.int64),
+        "dep2": prod,
+        "fixed": np.zeros(m, dtype=np.int64),
+        "tail": np.zeros(m, dtype=np.int64),
+        "release": np.full(m, -(2**62), dtype=np.int64),
+        "group": c["group"][cons],
+        "coll": np.full(m, -1),
+        "event": c["event"][cons],
+    }
+    for k, v in add.items():
+        c[k] = np.concatenate([c[k], v.astype(c[k].dtype)])
+    return n
