@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from scipy.optimize import nnls
 
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH, factors
+from tracescale.scaling.nnls import nnls
 
 INTRA, INTER = "intra", "inter"
 

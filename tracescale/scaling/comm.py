@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import nnls
 
+from tracescale.scaling.nnls import nnls
 from tracescale.scaling.stats import RunAgg
 
 FloatArray = npt.NDArray[np.float64]

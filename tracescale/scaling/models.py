@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import nnls
+
+from tracescale.scaling.nnls import nnls
 
 FloatArray = npt.NDArray[np.float64]
 
