@@ -47,7 +47,7 @@ def test_summaries_are_the_commands_own(name: str, limit: int) -> None:
     assert click.Command(None, help=SUMMARIES[name]).get_short_help_str(limit) == want
 
 
-def test_report_and_small_analyze_skip_scipy_or_numba(tmp_path: Path) -> None:
+def test_report_and_small_analyze_skip_scipy_and_numba(tmp_path: Path) -> None:
     study = tmp_path / "study.json"
     analyzed = _modules_after(
         [
@@ -62,4 +62,5 @@ def test_report_and_small_analyze_skip_scipy_or_numba(tmp_path: Path) -> None:
         ]
     )
     assert study.exists() and "numba" not in analyzed  # a small study keeps the typed path
+    assert "scipy" not in analyzed  # the fits use scaling.nnls
     assert not _modules_after(["report", str(study)]) & set(HEAVY)
