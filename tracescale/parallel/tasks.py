@@ -19,6 +19,7 @@ from tracescale.classify.rules import load_rules
 from tracescale.errors import EXIT_INVALID_TRACE, TracescaleError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.plausible import NESTED_TOO_DEEPLY, vet
+from tracescale.memory import return_freed_memory
 
 _COPY_CHUNK = 8 << 20
 
@@ -89,6 +90,8 @@ def run_task(task: RankTask) -> RankResult | TaskError:
         with local_copy(task.path) as local:
             trace = vet(load_trace(local, memory_budget=task.memory_budget))
             result = classify_rank(trace, load_rules(task.rules_file), rank=task.rank)
+        del trace
+        return_freed_memory()  # the next rank file's buffers must not stack on this one's
         if result.path != task.path:
             result = dataclasses.replace(result, path=task.path)
         return result

@@ -3,8 +3,6 @@ projection fits on (time per node group, collective instances, arrival offsets).
 
 from __future__ import annotations
 
-import ctypes
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +15,7 @@ from tracescale.classify.rules import RuleSet
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
+from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
@@ -210,29 +209,6 @@ def _delay_gaps(
 
 
 #: glibc's mallopt parameter for the mmap threshold, and the threshold set (1 MiB).
-_M_MMAP_THRESHOLD, _MMAP_FROM = -3, 1 << 20
-
-
-def return_freed_memory() -> None:
-    """Hand freed C heap memory back to the system (glibc; nothing elsewhere).
-
-    Why: glibc raises its mmap threshold (up to 32 MiB) each time a mapped block is freed, so
-    after the map step numpy's column-sized buffers come from the heap, and freed ones stay
-    mapped between live ones. The replay decodes a trace a second time and builds a graph of
-    millions of nodes beside it: without this, the first decode's freed pages and the build's
-    temporaries stayed counted in the peak (a whole analyze peaked above its map step). So the
-    threshold is fixed at 1 MiB (every large buffer is its own mapping, returned when freed;
-    this stays set for the process) and the heap's free pages are trimmed now.
-    """
-    if sys.platform != "linux":
-        return
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt, trim = libc.mallopt, libc.malloc_trim
-    except (OSError, AttributeError):  # musl and other libcs: nothing to tune
-        return
-    mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM)
-    trim(0)
 
 
 def _device_factor(run: RunBreakdown, rank: int) -> float:
