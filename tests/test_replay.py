@@ -203,3 +203,14 @@ def test_expected_max_of_a_known_tail_is_exact() -> None:
     assert light is not None
     got = expected_max_sum(one, [64], light, 1.0, one, 64)
     assert got == pytest.approx(2.41, abs=0.15)
+
+
+def test_pooled_repeats_compare_each_replay_with_its_own_file(shared_traces: Path) -> None:
+    """HTA's trace_compare holds rank 1 of two runs (base/, test/) pooled as repeats of N=2,
+    with overlapping step numbers: the replayed file must be compared with its own steps, not
+    with the other file's (that gave replay_error 0.40)."""
+    from tracescale.pipeline import analyze
+
+    study = analyze(str(shared_traces / "hta" / "trace_compare"), jobs=1, no_cache=True)
+    (run,) = study.to_dict()["studies"][0]["runs"]
+    assert run["replay_error"] < 1e-9

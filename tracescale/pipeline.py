@@ -25,7 +25,7 @@ from tracescale.ingest.sniff import DEFAULT_MEMORY_BUDGET
 from tracescale.parallel.mapping import run_tasks
 from tracescale.parallel.tasks import RankTask, TaskError
 from tracescale.preflight import Prepared, fail_on_rejected, parse_steps, prepare, store_document
-from tracescale.runs import run_groups, run_to_dict
+from tracescale.runs import run_groups, run_to_dict, select_steps
 from tracescale.scaling import analyze_scaling
 from tracescale.scaling.result import synced_with
 from tracescale.study import Study, TypedParts, make_document
@@ -97,6 +97,8 @@ def _replay(
         path = by_rank.get((run.world_size, rank))
         if path is None:
             continue
+        res = results.get(path)
+        own = select_steps(res, steps).steps if isinstance(res, RankResult) else None
         try:
             rr = replay_run(
                 run,
@@ -107,6 +109,7 @@ def _replay(
                 steps=steps,
                 cache_dir=opts.cache_dir,
                 use_cache=opts.use_cache,
+                own_steps=own,  # pooled repeats: the run's rows of this rank span several files
             )
         except TracescaleError as exc:
             notes.append(f"replay of N={run.world_size} unavailable: {exc.message}")

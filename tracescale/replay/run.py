@@ -89,15 +89,19 @@ def replay_run(
     steps: slice | None = None,
     cache_dir: str | None = None,
     use_cache: bool = False,
+    own_steps: pd.DataFrame | None = None,
 ) -> RunReplay:
     """Build and replay ``rank``'s graph (its trace file ``path`` is read once more, unless
     ``use_cache`` finds the graph under ``cache_dir``, the per-rank results' cache).
 
     ``steps`` is the selection already applied to ``run``; steps it left out have no measured
     time and are replayed (their work precedes the kept ones) but neither fitted nor projected.
+    ``own_steps``: the step rows (``step``, ``duration``) of ``path`` itself. Pass them when the
+    run pools repeats (several folders of one world size): the run's rows of ``rank`` then come
+    from several files whose step numbers overlap, and the replay must be compared with its own.
     """
     del steps  # the run's rows already carry the selection
-    rows = run.steps[run.steps["rank"] == rank]
+    rows = run.steps[run.steps["rank"] == rank] if own_steps is None else own_steps
 
     def build() -> GraphInput:
         return_freed_memory()  # what the map step freed, before a second trace is decoded
