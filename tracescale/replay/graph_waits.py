@@ -230,14 +230,25 @@ def record_of_waits(trace: RankTrace, calls: I64, is_wait: BOOL) -> list[tuple[i
 
 
 def _split_producers(c: dict[str, I64], producers: dict[int, set[int]]) -> list[tuple[int, int]]:
-    """Each consumer's latest-ending producer (in the trace) as its ``dep2``; the rest, ended
-    by the consumer's start, as (consumer, producer) pairs."""
+    """Each consumer's latest-ending producer (in the trace) as its ``dep2``; the rest as
+    (consumer, producer) pairs.
+
+    Only producers that had ended by the consumer's start (within ``QUEUED_NS``) are kept: a
+    wait holds its consumer until the awaited work ends, so a match the trace shows running on
+    past the consumer's start awaited something else. Kept, such an edge made the replay of the
+    measured step longer than the step (HTA's trace_diff: a collective ending 1.5-7 ms after
+    the kernel it was matched to had started)."""
     end = c["start"] + c["dur"]
     extra: list[tuple[int, int]] = []
     for consumer, found in producers.items():
-        ranked = sorted(found, key=lambda p: (int(end[p]), p))
+        start = int(c["start"][consumer])
+        ranked = sorted(
+            (p for p in found if int(end[p]) <= start + QUEUED_NS), key=lambda p: (int(end[p]), p)
+        )
+        if not ranked:
+            continue
         c["dep2"][consumer] = ranked[-1]
-        extra.extend((consumer, p) for p in ranked[:-1] if end[p] <= c["start"][consumer])
+        extra.extend((consumer, p) for p in ranked[:-1])
     return extra
 
 
