@@ -17,6 +17,14 @@ F64 = npt.NDArray[np.float64]
 
 #: Up to this many columns the subsets are enumerated (2**4 = 16 small solves).
 MAX_EXACT_COLUMNS = 4
+#: Per column count, every non-empty set of columns, fewest columns first.
+_COLUMN_SETS = {
+    k: [
+        [j for j in range(k) if mask >> j & 1]
+        for mask in sorted(range(1, 1 << k), key=lambda m: (bin(m).count("1"), m))
+    ]
+    for k in range(MAX_EXACT_COLUMNS + 1)
+}
 
 
 def nnls(x: F64, y: F64) -> tuple[F64, float]:
@@ -35,9 +43,7 @@ def nnls(x: F64, y: F64) -> tuple[F64, float]:
         return np.asarray(coef, dtype=np.float64), float(res)
     best = np.zeros(k)
     best_res = float(np.linalg.norm(y))
-    masks = sorted(range(1, 1 << k), key=lambda m: (bin(m).count("1"), m))
-    for mask in masks:
-        cols = [j for j in range(k) if mask >> j & 1]
+    for cols in _COLUMN_SETS[k]:
         sol = np.linalg.lstsq(x[:, cols], y, rcond=None)[0]
         if (sol < 0).any():
             continue
