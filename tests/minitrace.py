@@ -117,7 +117,9 @@ class MiniTrace:
         seq: int | None = None,
         name: str = "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
         stream: int = 20,
+        extra: dict[str, Any] | None = None,
     ) -> MiniTrace:
+        """An NCCL kernel with its args (``extra`` adds or overrides some, e.g. the group's)."""
         args: dict[str, Any] = {
             "Collective name": "allreduce",
             "In msg nelems": 1024,
@@ -127,6 +129,7 @@ class MiniTrace:
         }
         if seq is not None:
             args["Seq"] = seq
+        args.update(extra or {})
         return self._device(name, "kernel", ts, dur, ts if launch is None else launch, stream, args)
 
     # -- output ------------------------------------------------------------------------------

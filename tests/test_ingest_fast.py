@@ -18,6 +18,7 @@ from conftest import require_module
 
 from tracescale.categories import ANNOTATION_CAT as ANNOTATION
 from tracescale.ingest import decode, fast
+from tracescale.ingest.build import STRING_COLUMNS
 from tracescale.ingest.numbers import slow_parse, us_text_to_ns
 from tracescale.ingest.trace import RankTrace
 from tracescale.simulate import make_params, simulate
@@ -33,7 +34,7 @@ SHARED = ROOT.parent / "shared" / "traces"
 #: The lenient reference runs Python per event: on the few larger real files the typed path
 #: (itself compared with the lenient one on every other file) is the reference.
 _LENIENT_MAX_BYTES = 8_000_000
-ID_COLUMNS = ("cat", "name", "coll_name", "dtype", "input_dims", "input_type", "pg_name")
+ID_COLUMNS = STRING_COLUMNS
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import pandas as pd
 
 from tracescale.categories import COLLECTIVE_TYPES
 from tracescale.classify.timeline import BOOL, I64
+from tracescale.ingest.groups import group_table, parse_ranks, resolve_group
 from tracescale.ingest.steps import StepWindows, launch_step
 from tracescale.ingest.trace import RankTrace
 
@@ -101,9 +102,11 @@ def collective_instances(
     """One row per collective instance: step, collective, seq, bytes, group_size, pg,
     start/end ns.
 
-    ``pg`` names the process group instance: its ``Process Group Name`` (else the rank's only
-    ``pg_config`` group of that size) and its lowest rank, so the k-th AllReduce of tensor
-    parallel pair {0,1} and of pair {2,3} are two instances; '' when unknown. ``seq`` counts
+    ``pg`` names the process group instance as ``name:members``
+    (:func:`tracescale.ingest.groups.group_key`): its ``Process Group Name`` and member ranks
+    (``Process Group Ranks``, else the rank's ``pg_config``; without a name, the rank's only
+    ``pg_config`` group of that size), so the k-th AllReduce of tensor parallel pair {0,1}
+    and of pair {2,3}, both named "1", are two instances; '' when unknown. ``seq`` counts
     per process group when the trace has no ``Seq``.
     ``launched``: every event's launch time (:func:`~tracescale.ingest.steps.launch_times`).
     """
@@ -130,6 +133,8 @@ def collective_instances(
             c = int(ev.correlation[i])
             if c in wanted:
                 corr_ext[c] = int(ev.external_id[i])
+    groups = group_table(trace)
+    keys = [g.key for g in groups.groups]
     rows = []
     per_pg: dict[str, int] = {}
     for i in idx.tolist():
@@ -150,8 +155,14 @@ def collective_instances(
             nbytes = _gloo_bytes(strings[ev.input_dims[i]], types)
         if nbytes < 0 and ctype == "barrier":
             nbytes = 0  # a barrier moves no data: its cost is latency only, not "unknown"
-        group = int(ev.group_size[src]) if ev.group_size[src] > 0 else world
-        pg = process_group(trace, strings[ev.pg_name[src]] if ev.pg_name[src] >= 0 else "", group)
+        gid = int(groups.of_event[src])
+        if gid >= 0:
+            named = groups.groups[gid]
+            group = named.size if named.size > 0 else world
+            pg = keys[gid]
+        else:
+            group = int(ev.group_size[src]) if ev.group_size[src] > 0 else world
+            pg = process_group(trace, "", group)
         order = per_pg.get(pg, 0)
         per_pg[pg] = order + 1
         seq = int(ev.seq[src]) if ev.seq[src] >= 0 else order
@@ -181,25 +192,16 @@ def collective_instances(
     return out
 
 
-def process_group(trace: RankTrace, name: str, group: int) -> str:
-    """``name:lowest rank`` of an instance's process group ('' when unknown).
+def process_group(trace: RankTrace, name: str, group: int, ranks_text: str = "") -> str:
+    """``name:members`` of an instance's process group ('' when unknown).
 
-    The name comes from ``Process Group Name``; without it, from the rank's ``pg_config`` when
-    exactly one of its groups has ``group`` ranks. The lowest rank tells apart the disjoint
-    groups every rank names alike (each tensor-parallel pair is group "1" on its members).
+    The members come from ``Process Group Ranks`` (``ranks_text``), else from the rank's
+    ``pg_config`` group of that name; without a name, from its only ``pg_config`` group of
+    ``group`` ranks. The members tell apart the disjoint groups every rank names alike (each
+    tensor-parallel pair is group "1" on its members).
     """
-    pgs = trace.meta.pg_config
-    rank = trace.meta.rank
-    mine = [p for p in pgs if rank is None or not p.ranks or rank in p.ranks]
-    if name:
-        match = [p for p in mine if p.name == name]
-    else:
-        match = [p for p in mine if p.size == group]
-        if len(match) != 1:
-            return ""
-        name = match[0].name
-    low = min(match[0].ranks) if match and match[0].ranks else -1
-    return f"{name}:{low}" if low >= 0 else name
+    got = resolve_group(trace, name, group, parse_ranks(ranks_text) if ranks_text else (None, ()))
+    return got.key
 
 
 def _blocking_host_collectives(

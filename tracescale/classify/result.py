@@ -47,8 +47,8 @@ COLLECTIVE_COLUMNS: tuple[str, ...] = (
     "exposed",  # part not overlapped by compute
     "hideable",  # compute the rank ran from this instance's launch to its wait point (async only)
     "async",  # bool: runs beside the main thread (NCCL kernel, gloo thread), not a host block
-    "pg",  # process group instance, "name:lowest rank" ('' when unknown): instances are keyed
-    # by (pg, collective, seq)
+    "pg",  # process group instance, "name:members" (ingest.groups.group_key; '' when
+    # unknown): instances are keyed by (pg, collective, seq)
 )
 
 

@@ -46,7 +46,16 @@ _INT_ARGS = (
     "wait_on_corr",
 )
 #: String-id columns, in the order their strings are interned (which fixes the ids).
-STRING_COLUMNS = ("cat", "name", "coll_name", "dtype", "input_dims", "input_type", "pg_name")
+STRING_COLUMNS = (
+    "cat",
+    "name",
+    "coll_name",
+    "dtype",
+    "input_dims",
+    "input_type",
+    "pg_name",
+    "pg_ranks",
+)
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _PH = attrgetter("ph")
 _ARGS = attrgetter("args")
@@ -207,6 +216,7 @@ class Builder:
             list(map(_raw_text, map(attrgetter("input_dims"), args))),
             list(map(_raw_text, map(attrgetter("input_type"), args))),
             list(map(attrgetter("pg_name"), args)),
+            list(map(_raw_text, map(attrgetter("pg_ranks"), args))),
         ]
         del args
         flat = np.empty(n * len(str_lists), dtype=object)
@@ -269,6 +279,7 @@ class Builder:
             input_dims=opt("input_dims"),
             input_type=opt("input_type"),
             pg_name=opt("pg_name"),
+            pg_ranks=opt("pg_ranks"),
             is_device=device_cats[cat_ids],
         )
         self.parts = []

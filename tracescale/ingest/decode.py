@@ -336,7 +336,7 @@ _STR_ARGS = {"Collective name", "dtype", "name", "labels", "Process Group Name"}
 
 
 #: Args kept as their JSON text (shapes and dtypes of an op's inputs).
-_RAW_ARGS = {"Input Dims", "Input type"}
+_RAW_ARGS = {"Input Dims", "Input type", "Process Group Ranks"}
 
 
 def _arg_value(key: str, value: Any) -> Any:

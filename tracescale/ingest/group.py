@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tracescale.errors import InvalidTraceError
+from tracescale.ingest.build import STRING_COLUMNS
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.discover import RankFile, RunGroup
 from tracescale.ingest.plausible import NESTED_TOO_DEEPLY, vet
@@ -113,7 +114,7 @@ def merge_windows(traces: list[RankTrace], *, rank: int | None = None) -> RankTr
         }
         cols = {}
         for key, col in t.events.__dict__.items():
-            if key in ("cat", "name", "coll_name", "dtype", "input_dims", "input_type", "pg_name"):
+            if key in STRING_COLUMNS:
                 col = np.where(col >= 0, remap[np.clip(col, 0, None)], col).astype(np.int32)
             elif key in ("pid", "tid") and pid_map:
                 col = col.copy()

@@ -32,6 +32,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     wait_on_corr: int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    # JSON text as written: PyTorch writes a string ("[0, 1]"); kept raw so a list reads too
+    pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Process Group Ranks")
     name: str = ""
     labels: str = ""
 

@@ -91,6 +91,7 @@ class EventColumns:
     input_type: I32  # raw JSON text of "Input type" as a string id, -1
     is_device: BOOL
     pg_name: I32  # record_param_comms "Process Group Name" id, -1
+    pg_ranks: I32  # raw JSON text of "Process Group Ranks" as a string id, -1 (ingest.groups)
 
     def __len__(self) -> int:
         return int(self.start.shape[0])

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracescale.ingest.groups import key_name
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH, factors
 from tracescale.scaling.nnls import nnls
 
@@ -91,7 +92,7 @@ class CommModel:
 
     def group_at(self, group: float, pg: str, ref_n: int, n: int) -> float:
         """Size at ``n`` ranks of a group of ``group`` ranks measured at ``ref_n``."""
-        grows = self.proportional.get(pg.split(":")[0]) if pg else None
+        grows = self.proportional.get(key_name(pg)) if pg else None
         if grows is None:
             grows = group >= ref_n
         return group * n / ref_n if grows else group
@@ -213,7 +214,7 @@ def group_laws(instances: pd.DataFrame) -> dict[str, bool]:
     """Process group name -> whether its size follows N over the runs (else constant)."""
     if "pg" not in instances or not len(instances):
         return {}
-    name = instances["pg"].fillna("").astype(str).str.split(":").str[0]
+    name = instances["pg"].fillna("").astype(str).map(key_name)
     out: dict[str, bool] = {}
     for pg, rows in instances[name != ""].groupby(name[name != ""]):
         per_n = rows.groupby("world_size")["group"].median().sort_index()
