@@ -5,11 +5,12 @@ depend on how many ranks run, but the step waits for the slowest of them: ``E[ma
 grows with N, and for a heavy tail it grows like ``N^xi`` far past the largest measured draw.
 One run has too few draws to see that tail (8 ranks x 10 steps), so the distribution is fitted
 on every run's delays pooled together (each run centred on its own median, in the largest run's
-units): its body empirical, its upper tail a generalized Pareto fitted by probability-weighted
-moments (Hosking & Wallis 1987: steadier than maximum likelihood on a few dozen exceedances).
-The shape is poorly known from a few dozen exceedances and sets ``E[max]`` at large N, so the
-sample is bootstrapped and refitted, and the interval takes the refits at the 5th and 95th
-percentile of the shape. Everything is vectorized: the projection asks for many N.
+units): its body empirical, its upper tail a generalized Pareto above the lowest threshold where
+one fits (``tail_fit``), or no tail at all where none fits (rare stalls of a fixed length). The
+shape is poorly known from a few dozen draws and sets ``E[max]`` at large N, so the sample is
+bootstrapped (and its tail refitted above the same share of draws), and the interval takes the
+resamples whose slowest rank sits at the 5th and 95th percentile. Everything is vectorized:
+the projection asks for many N.
 """
 
 from __future__ import annotations
@@ -20,15 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.replay.tail_fit import GPTail, choose_tail, refit_tails
+
 F64 = npt.NDArray[np.float64]
 
 #: Pooled draws needed before the upper tail is extrapolated; below this the draws alone.
 MIN_POOLED = 60
-_TAIL_QUANTILE = 0.8
-_MIN_EXCEEDANCES = 12
-#: A GPD shape >= 1 has no finite mean; shapes are bounded below it.
-_MAX_SHAPE = 0.9
-_MIN_SHAPE = -0.5
 _BOOT = 200
 #: Draws per bootstrap resample: beyond this a resample of the pool is as good as all of it.
 _BOOT_DRAWS = 4000
@@ -40,84 +38,21 @@ _REST_POINTS = 16
 
 
 @dataclass(frozen=True)
-class GPTail:
-    """Generalized Pareto tail above ``u`` (seconds) holding the top ``1 - p_u`` of draws."""
-
-    u: float
-    p_u: float
-    shape: float
-    scale: float
-
-    def quantile(self, q: F64) -> F64:
-        r = (1.0 - q) / (1.0 - self.p_u)
-        if abs(self.shape) < 1e-6:
-            return np.asarray(self.u - self.scale * np.log(r), dtype=np.float64)
-        return np.asarray(self.u + self.scale * (r ** (-self.shape) - 1.0) / self.shape)
-
-    def survival(self, x: F64) -> F64:
-        """P(D > x) for x >= u."""
-        z = np.maximum(x - self.u, 0.0) / self.scale
-        if abs(self.shape) < 1e-6:
-            s = np.exp(-z)
-        else:
-            s = np.maximum(1.0 + self.shape * z, 0.0) ** (-1.0 / self.shape)
-        return np.asarray((1.0 - self.p_u) * s, dtype=np.float64)
-
-    def mean_excess(self, x: float) -> float:
-        """E[D - x | D > x] for x >= u (finite for shape < 1)."""
-        return max(self.scale + self.shape * max(x - self.u, 0.0), 0.0) / (1.0 - self.shape)
-
-
-def _zhang_stephens(exc: F64) -> tuple[F64, F64]:
-    """(shape, scale) of GPD exceedances, one row per sample (rows sorted ascending, > 0).
-
-    Zhang & Stephens (2009): the posterior mean of ``b = -shape/scale`` over a fixed grid, then
-    the shape's profile estimate at it. Nearly unbiased from a few dozen exceedances where
-    maximum likelihood scatters and probability-weighted moments read heavy tails too light.
-    """
-    m = exc.shape[1]
-    k = 30 + int(np.sqrt(m))
-    first = exc[:, max(int(m / 4 + 0.5) - 1, 0)]
-    grid = 1.0 - np.sqrt(k / (np.arange(1, k + 1) - 0.5))
-    b = grid[None, :] / (3.0 * np.maximum(first, 1e-300))[:, None] + 1.0 / exc[:, -1:]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        xi = np.log1p(-b[:, :, None] * exc[:, None, :]).mean(axis=2)  # (rows, k)
-        ll = m * (np.log(-b / xi) - xi - 1.0)
-    ll = np.where(np.isfinite(ll), ll, -np.inf)
-    w = np.exp(ll - ll.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    b_post = (w * np.where(np.isfinite(b), b, 0.0)).sum(axis=1)
-    shape = np.log1p(-b_post[:, None] * exc).mean(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(np.abs(b_post) > 0, -shape / b_post, exc.mean(axis=1))
-    return np.clip(shape, _MIN_SHAPE, _MAX_SHAPE), scale
-
-
-def _tails(rows: F64) -> list[GPTail | None]:
-    """The tail of each sorted row of draws above its ``_TAIL_QUANTILE``."""
-    m = rows.shape[1]
-    k = max(round(m * (1.0 - _TAIL_QUANTILE)), _MIN_EXCEEDANCES)
-    if m < MIN_POOLED or k >= m:
-        return [None] * rows.shape[0]
-    u = rows[:, m - k - 1]
-    exc = rows[:, m - k :] - u[:, None]
-    shape, scale = _zhang_stephens(exc)
-    p_u = (m - k) / m
-    return [
-        GPTail(float(uu), p_u, float(sh), float(sc)) if sc > 0 and np.isfinite(sc) else None
-        for uu, sh, sc in zip(u, shape, scale, strict=True)
-    ]
-
-
-@dataclass(frozen=True)
 class DelayModel:
-    """Pooled per-rank host delays (seconds, sorted) with their fitted upper tail, and the
-    tails refitted on bootstrap resamples of them (for the interval)."""
+    """Pooled per-rank host delays (seconds, sorted) with their fitted upper tail (None: the
+    draws alone), and ``resampled`` bootstrap resamples of them (regenerated from ``seed``)
+    with their tails refitted above the point fit's ``share`` of draws, for the interval."""
 
     draws: F64
     tail: GPTail | None
-    refits: tuple[GPTail, ...] = ()
+    refits: tuple[GPTail | None, ...] = ()
     seed: int = 0
+    resampled: int = 0
+    share: float | None = None
+    #: Goodness-of-fit p-value of each candidate threshold, lowest first (``tail_fit``).
+    p_values: tuple[float, ...] = ()
+    #: Tails fitted above the higher thresholds (``TailChoice.alternatives``).
+    alternatives: tuple[GPTail, ...] = ()
 
     def with_tail(self, tail: GPTail | None) -> DelayModel:
         return DelayModel(self.draws, tail)
@@ -127,21 +62,41 @@ class DelayModel:
         return _resample(self.draws, self.seed, i)
 
     def ends(self, n: int) -> tuple[DelayModel, DelayModel]:
-        """The bootstrap models (resampled draws and their refitted tail) whose slowest of
-        ``n`` ranks sits at the 5th and 95th percentile, read from the quantile the maximum
-        typically reaches, ``1 - 0.5/n`` (a refit's shape and scale move together, so neither
-        alone orders them). Without refits, the model itself at both ends."""
-        if not self.refits:
+        """The bootstrap models whose slowest of ``n`` ranks sits at the 5th and 95th
+        percentile. With a tail they are ordered by the quantile the maximum typically reaches,
+        ``1 - 0.5/n`` (a refit's shape and scale move together, so neither alone orders them);
+        without one by the resample's own ``E[max of n]``. Without resamples, the model itself
+        at both ends."""
+        if not self.resampled:
             return self, self
         p = 1.0 - 0.5 / max(n, 1)
-        body = float(np.quantile(self.draws, p))
-        reach = np.array(
-            [float(t.quantile(np.array([p]))[0]) if p > t.p_u else body for t in self.refits]
-        )
+        if self.tail is not None:
+            body = float(np.quantile(self.draws, p))
+            reach = np.array(
+                [
+                    float(t.quantile(np.array([p]))[0]) if t is not None and p > t.p_u else body
+                    for t in self.refits
+                ]
+            )
+        else:
+            reach = np.array([empirical_max(self.resample(i), n) for i in range(self.resampled)])
+        if self.tail is not None:
+            own = float(self.tail.quantile(np.array([p]))[0]) if p > self.tail.p_u else body
+        else:
+            own = empirical_max(self.draws, n)
         order = np.argsort(reach, kind="stable")
         last = len(order) - 1
-        picks = (int(order[int(0.05 * last)]), int(order[int(np.ceil(0.95 * last))]))
-        lo, hi = (DelayModel(self.resample(i), self.refits[i]) for i in picks)
+        lo_q, hi_q = _bias_corrected(float(np.mean(reach < own)) + 0.5 * float(np.mean(reach == own)))
+        picks = (int(order[int(lo_q * last)]), int(order[int(np.ceil(hi_q * last))]))
+        tails = self.refits if self.tail is not None else (None,) * self.resampled
+        lo, hi = (DelayModel(self.resample(i), tails[i]) for i in picks)
+        lo_reach, hi_reach = float(reach[picks[0]]), float(reach[picks[1]])
+        for alt in self.alternatives:  # the threshold's choice widens the ends
+            r = float(alt.quantile(np.array([p]))[0]) if p > alt.p_u else lo_reach
+            if r < lo_reach:
+                lo, lo_reach = DelayModel(self.draws, alt), r
+            if r > hi_reach:
+                hi, hi_reach = DelayModel(self.draws, alt), r
         return lo, hi
 
     def quantile_grid(self, n: int) -> tuple[F64, F64]:
@@ -174,6 +129,29 @@ def _resample(draws: F64, seed: int, i: int) -> F64:
     return np.sort(np.random.default_rng([seed, i]).choice(draws, size=size, replace=True))
 
 
+def _bias_corrected(below: float) -> tuple[float, float]:
+    """The 5th and 95th percentiles to read from a bootstrap whose share ``below`` of resamples
+    fall under the point estimate (Efron's bias-corrected percentile interval): resamples of a
+    heavy-tailed sample repeat its draws and lose its extremes, so they sit below the point
+    more often than half the time and the plain percentiles would fall short on the high side.
+    """
+    from statistics import NormalDist
+
+    unit = NormalDist()
+    z0 = unit.inv_cdf(min(max(below, 0.01), 0.99))
+    z = unit.inv_cdf(0.95)
+    return unit.cdf(2 * z0 - z), unit.cdf(2 * z0 + z)
+
+
+def empirical_max(draws: F64, n: int) -> float:
+    """E[max of n] of independent draws from sorted ``draws`` (their empirical distribution)."""
+    m = len(draws)
+    if m == 0:
+        return 0.0
+    c = np.arange(m + 1, dtype=np.float64) / m
+    return float(np.sum(draws * np.diff(c**n)))
+
+
 def pool_delays(per_run: Sequence[F64], seed: int = 0) -> DelayModel | None:
     """One model from every run's centred delays (None without draws)."""
     parts = [np.asarray(d, dtype=np.float64) for d in per_run]
@@ -181,16 +159,21 @@ def pool_delays(per_run: Sequence[F64], seed: int = 0) -> DelayModel | None:
     draws = draws[np.isfinite(draws)]
     if len(draws) == 0:
         return None
-    point = _tails(draws[None, :])[0]
-    if point is None:
+    if len(draws) < MIN_POOLED:
         return DelayModel(draws, None)
+    choice = choose_tail(draws, seed)
+    if choice.tail is None or choice.share is None:  # no tail fits: the draws alone
+        return DelayModel(draws, None, (), seed, _BOOT, None, choice.p_values)
+    point = choice.tail
     boot = np.stack([_resample(draws, seed, i) for i in range(_BOOT)])
-    fits = _tails(boot)
+    fits = refit_tails(boot, choice.share)
     if sum(t is not None for t in fits) < _BOOT // 2:
-        return DelayModel(draws, point)
+        return DelayModel(draws, point, p_values=choice.p_values)
     # a failed refit keeps the point tail (its resample index must stay aligned)
     refits = tuple(t if t is not None else point for t in fits)
-    return DelayModel(draws, point, refits, seed)
+    return DelayModel(
+        draws, point, refits, seed, _BOOT, choice.share, choice.p_values, choice.alternatives
+    )
 
 
 def expected_max_sum(

@@ -135,9 +135,9 @@ class ReplayStudy:
         """How long after the mean arrival the slowest of ``n`` ranks arrives at one position:
         (low end, point, high end).
 
-        Point: the pooled host delays with their fitted tail. Ends: the bootstrap resamples
-        (refitted tail) at the 5th/95th percentile of the slowest rank, and the draws alone (no
-        tail beyond them) as a further low end.
+        Point: the pooled host delays with their fitted tail (if one fits). Ends: the bootstrap
+        resamples (tail refitted) at the 5th/95th percentile of the slowest rank, and the draws
+        alone (no tail beyond them) as a further low end.
         """
         key = (position, n, round(host_scale, 9), round(dev_scale, 9))
         got = self._cache.get(key)
@@ -155,7 +155,7 @@ class ReplayStudy:
         delays = self.delays if reached and position == reached[0] else None
         point = lateness(pool, delays, n, host_scale, dev_scale)
         ends = [point]
-        if delays is not None and delays.tail is not None:
+        if delays is not None and delays.resampled:
             models = (*delays.ends(n), delays.with_tail(None))
             ends += [lateness(pool, m, n, host_scale, dev_scale) for m in models]
         out = (min(ends), point, max(ends))

@@ -217,16 +217,22 @@ def delay_assumption(delays: DelayModel | None) -> str:
         "pooled over the measured runs"
     )
     t = delays.tail
+    if t is None and delays.p_values:
+        return text + (
+            "; no generalized Pareto tail fits them above any threshold (Anderson-Darling), as"
+            " with rare stalls of a fixed length, so no rank draws beyond the largest measured"
+        )
     if t is None:
         return text + "; too few to fit a tail, so no rank draws beyond the largest measured"
-    shapes = sorted(r.shape for r in delays.refits)
+    shapes = sorted(r.shape for r in delays.refits if r is not None)
     spread = (
         f" (bootstrap 5-95%: {shapes[len(shapes) // 20]:.2f}..{shapes[-1 - len(shapes) // 20]:.2f})"
         if shapes
         else ""
     )
     return (
-        text + f", upper tail generalized Pareto with shape {t.shape:.2f}{spread}; the slowest of"
+        text + f", upper tail (the top {1 - t.p_u:.0%}) generalized Pareto with shape "
+        f"{t.shape:.2f}{spread}; the slowest of"
         " N grows like N^shape, so with few draws the point estimate at large N is uncertain and"
         " the 90% interval carries that uncertainty"
     )

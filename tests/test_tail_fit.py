@@ -1,0 +1,69 @@
+"""Choosing the delay tail's threshold: a GPD fitted where one fits, the draws alone elsewhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracescale.replay.delays import empirical_max, expected_max_sum, pool_delays
+from tracescale.replay.tail_fit import TAIL_SHARES, choose_tail, forward_stop
+from tracescale.replay.variability import delay_assumption
+
+ONE = np.zeros(1)
+
+
+def test_forward_stop_rejects_a_leading_run_of_poor_fits_only() -> None:
+    assert forward_stop([0.5, 0.4, 0.9]) == 0  # the lowest threshold fits
+    # two poor fits, then good ones: mean -log(1-p) is 0.0015 after two, 0.23 after three
+    assert forward_stop([0.001, 0.002, 0.5, 0.6]) == 2
+    assert forward_stop([0.001, 0.01, 0.02]) == 3  # none fits
+    # one unlucky small p-value among good fits does not reject the lowest threshold
+    assert forward_stop([0.5, 0.01, 0.7]) == 0
+
+
+def test_empirical_max_is_exact() -> None:
+    # max of two draws from {1, 2, 3}: over the 9 ordered pairs the maxima sum to 22
+    assert empirical_max(np.array([1.0, 2.0, 3.0]), 2) == pytest.approx(22 / 9)
+    assert empirical_max(np.array([1.0, 2.0, 3.0]), 1) == pytest.approx(2.0)
+
+
+def test_a_pareto_sample_is_fitted_from_its_lowest_threshold() -> None:
+    """A Lomax delay is Pareto from its bottom: every draw informs the shape."""
+    draws = np.sort(2.0 * np.random.default_rng(3).pareto(2.2, size=300))
+    got = choose_tail(draws, seed=0)
+    assert got.share == TAIL_SHARES[0]
+    assert got.tail is not None and 0.3 < got.tail.shape < 0.6
+    assert len(got.alternatives) == len(TAIL_SHARES) - 1  # the higher thresholds, for the ends
+
+
+def test_rare_fixed_stalls_get_no_tail_and_the_draws_give_the_slowest_rank() -> None:
+    """Ordinary steps plus 3% stalls of ~25 ms: no GPD fits above any threshold (a fitted one
+    spread the stalls over a smooth tail and read the slowest of 16 ranks ~60% low)."""
+    rng = np.random.default_rng(11)
+
+    def draw(n: int) -> np.ndarray:
+        stall = np.where(rng.random(n) < 0.03, 25e-3 * (1 + 0.1 * rng.random(n)), 0.0)
+        return rng.gamma(4, 1e-4, n) + stall
+
+    truth = {n: float(draw(n * 20000).reshape(20000, n).max(axis=1).mean()) for n in (16, 64)}
+    errors = {16: [], 64: []}
+    for seed in range(8):
+        x = draw(150)
+        med = float(np.median(x))
+        model = pool_delays([x - med], seed=seed)
+        assert model is not None and model.tail is None and model.resampled > 0
+        for n in errors:
+            got = expected_max_sum(ONE, [n], model, 1.0, ONE, n) + med
+            errors[n].append(got / truth[n] - 1)
+            lo, hi = sorted(expected_max_sum(ONE, [n], m, 1.0, ONE, n) + med for m in model.ends(n))
+            assert lo < hi
+    for n, err in errors.items():
+        assert abs(float(np.median(err))) < 0.3, (n, err)
+    assert "no generalized Pareto tail fits" in delay_assumption(model)
+
+
+def test_too_few_draws_keep_the_draws_alone_without_resampling() -> None:
+    model = pool_delays([np.linspace(0.0, 1.0, 20)])
+    assert model is not None and model.tail is None and model.resampled == 0
+    assert model.ends(8) == (model, model)
+    assert "too few to fit a tail" in delay_assumption(model)
