@@ -86,7 +86,8 @@ class DelayModel:
             own = empirical_max(self.draws, n)
         order = np.argsort(reach, kind="stable")
         last = len(order) - 1
-        lo_q, hi_q = _bias_corrected(float(np.mean(reach < own)) + 0.5 * float(np.mean(reach == own)))
+        below = float(np.mean(reach < own)) + 0.5 * float(np.mean(reach == own))
+        lo_q, hi_q = _bias_corrected(below)
         picks = (int(order[int(lo_q * last)]), int(order[int(np.ceil(hi_q * last))]))
         tails = self.refits if self.tail is not None else (None,) * self.resampled
         lo, hi = (DelayModel(self.resample(i), tails[i]) for i in picks)

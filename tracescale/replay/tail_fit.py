@@ -184,9 +184,7 @@ def choose_tail(draws: F64, seed: int = 0) -> TailChoice:
     u, p_u, shape, scale = fits[pick]
     if not (scale > 0 and np.isfinite(scale)):
         return TailChoice(None, None, tuple(p_values))
-    others = tuple(
-        GPTail(*fit) for fit in fits[pick + 1 :] if fit[3] > 0 and np.isfinite(fit[3])
-    )
+    others = tuple(GPTail(*fit) for fit in fits[pick + 1 :] if fit[3] > 0 and np.isfinite(fit[3]))
     return TailChoice(GPTail(u, p_u, shape, scale), shares[pick], tuple(p_values), others)
 
 
