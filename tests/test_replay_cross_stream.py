@@ -95,3 +95,28 @@ def test_the_waiting_stream_is_found_past_a_collective_launched_in_between(
     dur = g.dur / 1e9
     dur[tp] = 40e-6  # ends at 50 us
     assert replay(g, dur).start[gemm] == pytest.approx(50e-6)
+
+
+def test_unrecorded_waits_are_found_when_most_idle_kernels_waited(tmp_path: Path) -> None:
+    """No record or wait call at all and the host far ahead: k0 (stream 7) -> c0 (stream 52)
+    -> k1 -> c1 -> k2 each start exactly when the previous one ends, long after their launch.
+    Only k0 and k3 started a launch latency (2 and 3 us) after their launch; the waits must not
+    count as launch latencies (their median, ~1.5 ms, hid every wait)."""
+    ev = [_host("ProfilerStep#1", 0, 3000)]
+    ev += _launch("k0", 5, 7, 993, 7, 1)
+    ev += _launch("c0", 10, 1000, 500, 52, 2)
+    ev += _launch("k1", 15, 1500, 400, 7, 3)
+    ev += _launch("c1", 20, 1900, 300, 52, 4)
+    ev += _launch("k2", 25, 2200, 100, 7, 5)
+    ev += _launch("k3", 2500, 2503, 10, 7, 6)
+    g = _graph(tmp_path, ev)
+    node = {k: _kernel(g, k) for k in ("k0", "c0", "k1", "c1", "k2", "k3")}
+    for consumer, producer in (("c0", "k0"), ("k1", "c0"), ("c1", "k1"), ("k2", "c1")):
+        assert g.dep2[node[consumer]] == node[producer], consumer
+    assert g.dep2[node["k3"]] == -1
+    assert replay(g).step_time.tolist() == pytest.approx([3000e-6], abs=1e-12)
+    dur = g.dur / 1e9
+    dur[node["k0"]] += 700e-6  # every waiting kernel moves with the first producer
+    out = replay(g, dur)
+    assert out.start[node["k2"]] == pytest.approx(2900e-6, abs=1e-12)
+    assert out.start[node["k3"]] == pytest.approx(3000e-6, abs=1e-12)  # its stream freed at 3000

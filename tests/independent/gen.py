@@ -19,50 +19,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .sched import Net, Sched, protocol
+from .names import ADAM, GELU, GEMM_BIG, GEMM_SMALL, SMALL, nccl_kernel
+from .sched import Net, Sched, Style, draw_delay, unrelated_host_work
 
 COMPUTE = 7
 COMM = 52  # NCCL stream of the default group
 COMM2 = 61  # NCCL stream of a second process group
 BF16 = 2
 
-GEMM_BIG = (
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execu"
-    "te_segment_k_off_kernel__5x_cublas"
-)
-GEMM_SMALL = (
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroupsize1x1x1_execut"
-    "e_segment_k_off_kernel__5x_cublas"
-)
-GELU = (
-    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at:"
-    ":TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lamb"
-    "da()#1}::operator()() const::{lambda(c10::BFloat16)#1}, at::detail::Array<char*, 2> "
-    ">(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)"
-    "::{lambda()#2}::operator()() const::{lambda()#1}::operator()() const::{lambda(c10::B"
-    "Float16)#1}, at::detail::Array<char*, 2>)"
-)
-ADAM = (
-    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anony"
-    "mous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdam"
-    "MathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, "
-    "float, float, float, float*, float*, float*>(at::native::(anonymous namespace)::Tens"
-    "orListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFlo"
-    "at16, 4, (at::native::ADAM_MODE)1, false>, bool, float, float, float, float, float, "
-    "float*, float*, float*)"
-)
-SMALL = (
-    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::n"
-    "ative::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
-    "const::{lambda()#8}::operator()() const::{lambda(c10::BFloat16)#1}> >(int, at::nativ"
-    "e::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase"
-    "&)::{lambda()#3}::operator()() const::{lambda()#8}::operator()() const::{lambda(c10:"
-    ":BFloat16)#1}>)"
-)
-
 _PG_DESC = {"0": "default_pg", "1": "tp_group", "2": "dp_group"}
-STEMS = {"allreduce": "AllReduce", "allgather": "AllGather", "reduce_scatter": "ReduceScatter",
-         "broadcast": "Broadcast"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -96,38 +61,40 @@ class Pattern:
     #: trace clock origin (ns); at ~4.7e15 ns a float ts in us holds only ~2 ns, as in traces
     #: whose ts counts from boot in microseconds
     t0_ns: int = 1_812_345_678_000
-
-
-def nccl_kernel(coll: str, nbytes: float, legacy: bool) -> str:
-    proto, _ = protocol(nbytes)
-    stem = STEMS[coll]
-    sig = "(ncclDevComm*, unsigned long, ncclWork*)"
-    if legacy:
-        return f"ncclKernel_{stem}_RING_{proto}_Sum_bf16{sig}"
-    if coll in ("allreduce", "reduce_scatter"):
-        return f"ncclDevKernel_{stem}_Sum_bf16_RING_{proto}{sig}"
-    return f"ncclDevKernel_{stem}_RING_{proto}{sig}"
+    style: Style = field(default_factory=Style)  # trace conventions and noise shapes
+    #: the step's structure when not :func:`one_step`'s (tests/independent/variants.py)
+    step_fn: Callable[[Sched, Pattern, int], None] | None = None
 
 
 def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int | None,
           pg: str, cname: str, group: int = 0, strided: bool = False) -> None:  # fmt: skip
     n = group or s.n
-    nel_full = int(full // BF16)
+    fp32 = s.style.fp32
+    nel_full = int(full // (4 if fp32 else BF16))
     nel_in, nel_out = {
         "allgather": (nel_full // n, nel_full // n * n),
         "reduce_scatter": (nel_full // n * n, nel_full // n),
     }.get(coll, (nel_full, nel_full))
     args = {"Collective name": cname, "In msg nelems": nel_in, "Out msg nelems": nel_out,
-            "Group size": n, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
+            "Group size": n, "dtype": "Float" if fp32 else "BFloat16", "In split size": "[]",
+            "Out split size": "[]",
             "Process Group Name": pg, "Process Group Description": _PG_DESC[pg],
             "Process Group Ranks": ("strided" if strided else "block", n)}  # fmt: skip
+    if s.style.coalesced and coll in ("allgather", "reduce_scatter"):  # FSDP2
+        cname = {"allgather": "allgather_into_tensor_coalesced",
+                 "reduce_scatter": "reduce_scatter_tensor_coalesced"}[coll]  # fmt: skip
+        args["Collective name"] = cname
     ann = {"_allgather_base": "nccl:_all_gather_base", "all_gather_into_tensor":
            "nccl:all_gather_into_tensor", "reduce_scatter_tensor": "nccl:reduce_scatter_tensor",
+           "allgather_into_tensor_coalesced": "nccl:all_gather_into_tensor_coalesced",
+           "reduce_scatter_tensor_coalesced": "nccl:reduce_scatter_tensor_coalesced",
            "allreduce": "nccl:all_reduce", "broadcast": "nccl:broadcast"}[cname]  # fmt: skip
     c10d = {"allgather": "c10d::_allgather_base_", "reduce_scatter": "c10d::_reduce_scatter_base_",
             "allreduce": "c10d::allreduce_", "broadcast": "c10d::broadcast_"}[coll]  # fmt: skip
-    s.collective(stream, after, coll, full, n, p.net, nccl_kernel(coll, full, p.legacy_names),
-                 args, c10d, ann, strided)  # fmt: skip
+    if cname.endswith("_coalesced"):
+        c10d = f"c10d::{cname}_"
+    kernel = nccl_kernel(coll, full, p.legacy_names, fp32)
+    s.collective(stream, after, coll, full, n, p.net, kernel, args, c10d, ann, strided)
 
 
 def _gemm(s: Sched, p: Pattern, t: float, op: str = "aten::mm") -> None:
@@ -157,7 +124,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
     load = p.load
     s.h = s.h + s.jit(load)
     if p.tail > 0:
-        s.h = s.h + p.tail * s.rng.pareto(p.tail_shape, n)
+        s.h = s.h + draw_delay(s, p.tail, p.tail_shape)
     s.op_end(a, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "user_annotation")
     a = s.op_begin()
     s.kernel(COMPUTE, "Memcpy HtoD (Pinned -> Device)", 40e-6 / n + 4e-6, cat="gpu_memcpy")
@@ -186,6 +153,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
     grads = not fsdp and (not tp or tpg > 0) and dp > 1  # data-parallel gradient AllReduce
     remaining = list(p.buckets)
     per_bucket = max(1, p.layers // max(1, len(p.buckets)))
+    s.thread = 1 if s.style.bwd_thread else 0  # the autograd engine's device thread
     for i in range(p.layers):  # backward, last layer first
         a = s.op_begin()
         if fsdp:
@@ -206,6 +174,9 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
     if grads and sync_step:
         for b in remaining:
             _dp_allreduce(s, p, b, tpg, dp)
+    if s.thread:  # the main thread resumes when the engine's thread hands back
+        s.thread = 0
+        s.host(8e-6)
     if p.bcast_bytes and n > 1:
         _coll(s, p, "broadcast", p.bcast_bytes, COMM, COMPUTE, "0", "broadcast")
     a = s.op_begin()
@@ -226,15 +197,17 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
 
 
 def run(p: Pattern, n: int, steps: int, seed: int, record: bool) -> tuple[Sched, list[np.ndarray]]:
-    s = Sched(n, np.random.default_rng(seed), record=record)
+    s = Sched(n, np.random.default_rng(seed), style=p.style, record=record)
     bounds = [s.h.copy()]
     for k in range(steps):
         a = s.h.copy()
-        one_step(s, p, k)
+        (p.step_fn or one_step)(s, p, k)
         s.host(3e-6)
-        s.rec("user_annotation", f"ProfilerStep#{k + 2}", "host", a, s.h)
+        s.rec("user_annotation", f"ProfilerStep#{k + p.style.first_step}", "host", a, s.h)
         s.h = s.h + 2e-6  # the profiler's own bookkeeping between steps
         bounds.append(s.h.copy())
+    if record and p.style.host2:
+        unrelated_host_work(s, float(s.h.min()))
     return s, bounds
 
 
@@ -300,8 +273,9 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
             args = dict(e.args)
             if "Process Group Ranks" in args:
                 args["Process Group Ranks"] = _ranks_text(args["Process Group Ranks"], r, n)
-            if e.where == "host":
-                ev = {"ph": "X", "cat": e.cat, "name": e.name, "pid": pid, "tid": pid, "ts": ts,
+            if e.where.startswith("host"):  # host, host1 (autograd), host2 (unrelated work)
+                tid = pid + 3 * int(e.where[4:] or 0)
+                ev = {"ph": "X", "cat": e.cat, "name": e.name, "pid": pid, "tid": tid, "ts": ts,
                       "dur": dur, "args": args}  # fmt: skip
             else:
                 args.update({"queued": 0, "device": dev, "context": 1})

@@ -20,6 +20,23 @@ Vec = np.ndarray
 
 
 @dataclass(frozen=True)
+class Style:
+    """Trace conventions and noise shapes that real jobs differ in (defaults: gen.py's own)."""
+
+    #: stream waits as host cudaEventRecord/cudaStreamWaitEvent ("host"), plus Kineto's GPU-side
+    #: ``cuda_sync`` "Stream Wait Event" with the record's correlation ("events"), or not
+    #: recorded at all ("none": the consumer's kernels just start late)
+    waits: str = "host"
+    noise: str = "gamma"  # duration noise: "gamma" or "lognormal" (same mean and cv)
+    bwd_thread: bool = False  # backward's host ops on the autograd engine's own thread
+    first_step: int = 2  # number of the first ProfilerStep#N
+    fp32: bool = False  # fp32 messages and NCCL >= 2.19 ``ncclDevKernelArgsStorage`` kernels
+    coalesced: bool = False  # FSDP2's ``*_coalesced`` collective names
+    delay: str = "lomax"  # per rank-step data-loading delay: "lomax", "lognormal" or "stall"
+    host2: bool = False  # a second host thread doing unrelated work
+
+
+@dataclass(frozen=True)
 class Net:
     """Per-hop latency (s) and bandwidth (B/s) inside a node and across nodes."""
 
@@ -78,6 +95,7 @@ class Ev:
 class Sched:
     n: int
     rng: np.random.Generator
+    style: Style = field(default_factory=Style)
     noise: float = 0.04
     record: bool = True
     launch: float = 4.5e-6
@@ -86,6 +104,7 @@ class Sched:
     ext: int = 1
     h: Vec = field(init=False)
     free: dict[int, Vec] = field(default_factory=dict)
+    thread: int = 0  # host thread the next host events go on (0: the main thread)
 
     def __post_init__(self) -> None:
         self.h = np.zeros(self.n)
@@ -95,6 +114,9 @@ class Sched:
         """t with multiplicative gamma noise per rank (mean exactly t)."""
         if self.noise <= 0 or t <= 0:
             return np.full(self.n, t)
+        if self.style.noise == "lognormal":
+            sig2 = np.log1p(self.noise**2)
+            return t * self.rng.lognormal(-sig2 / 2, np.sqrt(sig2), self.n)
         k = 1.0 / self.noise**2
         return t * self.rng.gamma(k, 1.0 / k, self.n)
 
@@ -103,6 +125,8 @@ class Sched:
 
     def rec(self, cat: str, name: str, where: str, a: Vec, b: Vec, **args: Any) -> None:
         if self.record:
+            if where == "host" and self.thread:
+                where = f"host{self.thread}"
             self.events.append(Ev(cat, name, where, a.copy(), b.copy(), args))
 
     def host(self, dt: float) -> None:
@@ -135,11 +159,19 @@ class Sched:
         self.rec(cat, name, str(s), a, b, correlation=corr, stream=s, **args)
 
     def wait_stream(self, waiter: int, producer: int) -> None:
-        """cudaEventRecord on producer + cudaStreamWaitEvent on waiter (host calls only)."""
+        """cudaEventRecord on producer + cudaStreamWaitEvent on waiter (as ``style.waits``)."""
         done = self.stream(producer).copy()
-        self.runtime("cudaEventRecord", 1.5e-6)
-        self.runtime("cudaStreamWaitEvent", 1.2e-6)
         self.free[waiter] = np.maximum(self.stream(waiter), done)
+        if self.style.waits == "none":
+            return
+        record = self.runtime("cudaEventRecord", 1.5e-6)
+        a = self.h.copy()
+        wait = self.runtime("cudaStreamWaitEvent", 1.2e-6)
+        if self.style.waits == "events":  # CUPTI's record of the call, on the waiting stream
+            self.rec("cuda_sync", "Stream Wait Event", str(waiter), a, self.h,
+                     correlation=wait, stream=waiter, cuda_sync_kind="Stream Wait Event",
+                     wait_on_stream=producer, wait_on_cuda_event_record_corr_id=record,
+                     wait_on_cuda_event_id=record % 97, **{"External id": self.ext})  # fmt: skip
 
     def sync(self, s: int, name: str = "cudaStreamSynchronize") -> None:
         self.corr += 1
@@ -196,3 +228,27 @@ _CBID = {
     "cudaEventRecord": 135,
     "cudaStreamWaitEvent": 147,
 }
+
+
+def draw_delay(s: Sched, scale: float, shape: float) -> Vec:
+    """Per rank data-loading delay of one step, as ``s.style.delay``: ``scale`` x Lomax(shape),
+    ``scale`` x lognormal(0, sigma=shape), or a stall of ``scale`` with probability ``shape``."""
+    if s.style.delay == "lognormal":
+        return scale * s.rng.lognormal(0.0, shape, s.n)
+    if s.style.delay == "stall":
+        return scale * (s.rng.random(s.n) < shape)
+    return scale * s.rng.pareto(shape, s.n)
+
+
+def unrelated_host_work(s: Sched, until: float) -> None:
+    """A second host thread (pin memory, logging) busy with its own ops: no kernels, no waits."""
+    t = np.zeros(s.n)
+    names = ("aten::pin_memory", "aten::empty", "aten::copy_", "aten::to")
+    k = 0
+    while float(t.min()) < until:
+        a = t + s.rng.exponential(400e-6, s.n)
+        b = a + s.rng.uniform(20e-6, 300e-6, s.n)
+        s.ext += 1
+        s.events.append(Ev("cpu_op", names[k % 4], "host2", a, b, {"External id": s.ext}))
+        t = b
+        k += 1

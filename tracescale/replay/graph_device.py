@@ -127,37 +127,44 @@ def _dep2_end(c: dict[str, I64]) -> I64:
     return np.where(has, (c["start"] + c["dur"])[d2], -(2**62))
 
 
-def implicit_producers(c: dict[str, I64], dev: BOOL, late: BOOL, typical: int) -> None:
-    """Kernels that started long after their launch, right when a kernel on another stream
-    ended, waited for it (an event the trace did not record): that kernel becomes their
-    producer, matched by stream and time."""
-    cand = np.flatnonzero(late & (c["dep2"] < 0))
-    if cand.size == 0:
-        return
+#: A kernel that started within this of another stream's kernel end may have waited for it.
+WAIT_GAP_NS = 10 * QUEUED_NS
+
+
+def _other_stream_end(c: dict[str, I64], dev: BOOL) -> tuple[I64, I64]:
+    """Per node: the latest end at or before its start of a device node on another stream, and
+    that node (-2^62 and -1 for nodes that are not device nodes or have none)."""
+    n = len(dev)
+    best_end = np.full(n, -(2**62), dtype=np.int64)
+    best = np.full(n, -1, dtype=np.int64)
     ends = c["start"] + c["dur"]
-    per_stream: dict[int, tuple[I64, I64]] = {}
+    nodes_dev = np.flatnonzero(dev)
     for r in np.unique(c["res"][dev]).tolist():
-        nodes = np.flatnonzero(dev & (c["res"] == r))
-        o = np.argsort(ends[nodes], kind="stable")
-        per_stream[r] = (ends[nodes][o], nodes[o])
-    window = max(2 * typical, 10 * QUEUED_NS)
-    for i in cand.tolist():
-        best, best_end = -1, -(2**62)
-        for r, (e_sorted, nodes) in per_stream.items():
-            if r == c["res"][i]:
-                continue
-            k = int(np.searchsorted(e_sorted, c["start"][i], side="right")) - 1
-            if k >= 0 and e_sorted[k] > best_end:
-                best, best_end = int(nodes[k]), int(e_sorted[k])
-        if best >= 0 and c["start"][i] - best_end <= window:
-            c["dep2"][i] = best
+        on = nodes_dev[c["res"][nodes_dev] == r]
+        o = np.argsort(ends[on], kind="stable")
+        e_sorted, by_end = ends[on][o], on[o]
+        others = nodes_dev[c["res"][nodes_dev] != r]
+        k = np.searchsorted(e_sorted, c["start"][others], side="right") - 1
+        hit = k >= 0
+        cand_end = np.where(hit, e_sorted[np.clip(k, 0, None)], -(2**62))
+        better = hit & (cand_end > best_end[others])
+        best_end[others[better]] = cand_end[better]
+        best[others[better]] = by_end[np.clip(k, 0, None)][better]
+    return best_end, best
 
 
 def launch_lags(c: dict[str, I64], dev: BOOL) -> I64:
     """Launch latencies to replay: a kernel that waited in its stream's queue (started within
     1 us of what it was queued behind) keeps only the typical latency, since the replay
-    reproduces the queueing; kernels that started late without a recorded cause first get an
-    implicit producer (:func:`implicit_producers`)."""
+    reproduces the queueing. Kernels that started long after their launch, right when a kernel
+    on another stream ended, waited for it (an event the trace did not record): that kernel
+    becomes their producer (``dep2``), matched by stream and time.
+
+    The typical latency is the median over kernels that started idle (nothing on their own
+    stream or a recorded producer explains their start) and not right after another stream's
+    kernel: where no wait is recorded at all, most idle kernels are such waits, and their
+    median would be a wait, not a launch latency (FSDP without stream-wait records: a typical
+    "latency" of 11 ms hid every implicit wait)."""
     n = len(dev)
     explained = np.full(n, -(2**62), dtype=np.int64)
     for r in np.unique(c["res"][dev]).tolist():
@@ -170,8 +177,15 @@ def launch_lags(c: dict[str, I64], dev: BOOL) -> I64:
     explained = np.where(dev & has2, np.maximum(explained, (c["start"] + c["dur"])[d2]), explained)
     launched_dep = dev & (c["dep"] >= 0)
     idle = launched_dep & (c["start"] - explained > QUEUED_NS)
-    typical = int(np.median(c["lag"][idle])) if idle.any() else 0
-    implicit_producers(c, dev, idle & (c["lag"] > 2 * typical + QUEUED_NS * 10), typical)
+    other_end, other = _other_stream_end(c, dev)
+    after_other = (other >= 0) & (c["start"] - other_end <= WAIT_GAP_NS)
+    free = idle & ~after_other
+    basis = free if free.any() else idle
+    typical = int(np.median(c["lag"][basis])) if basis.any() else 0
+    late = idle & (c["dep2"] < 0) & (c["lag"] > 2 * typical + WAIT_GAP_NS)
+    window = max(2 * typical, WAIT_GAP_NS)
+    waited = late & (other >= 0) & (c["start"] - other_end <= window)
+    c["dep2"][waited] = other[waited]
     idle = launched_dep & (c["start"] - np.maximum(explained, _dep2_end(c)) > QUEUED_NS)
     lag = np.where(launched_dep & ~idle, np.minimum(c["lag"], typical), c["lag"])
     return np.maximum(lag, 0)
