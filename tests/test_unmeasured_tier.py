@@ -14,12 +14,11 @@ import pytest
 
 from tracescale.pipeline import analyze
 from tracescale.replay.comm import (
-    INTER,
-    INTRA,
     UNMEASURED_INTER_BANDWIDTH_FLOOR,
     UNMEASURED_INTER_LATENCY_CEILING,
     fit_comm,
 )
+from tracescale.replay.topology import INTER, INTRA
 from tracescale.simulate import pattern_params, simulate
 
 SIZES = [1, 2, 4, 8]

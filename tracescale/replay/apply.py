@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from tracescale.replay.comm import INTER
 from tracescale.replay.project import ReplayStudy, bootstrap_mean, tier_warning
 from tracescale.replay.run import RunReplay
+from tracescale.replay.topology import INTER
 from tracescale.replay.variability import delay_assumption
 
 #: Relative difference between the closed form and the replay that is worth a warning.
@@ -182,6 +182,11 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     elif mode != "strong":
         scaling["serial_fraction"]["source"] = "closed_form"
     comm = study.comm
+    inferred = (
+        {k: v for k, v in comm.layouts.items() if v.inferred}
+        if comm.gpus_per_node is not None
+        else {}
+    )
     scaling["replay"] = {
         "representative_ranks": {str(r.world_size): r.rank for r in study.runs},
         "replay_error": {str(r.world_size): r.replay_error for r in study.runs},
@@ -209,6 +214,16 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             for k, v in sorted(comm.fits.items())
         ],
         "sharded_message_types": sorted(t for t, s in comm.sharded.items() if s),
+        # how each group's members lie among the ranks: its tier at N follows them
+        "group_layouts": {
+            k: {
+                "stride": v.stride,
+                "at_world_size": v.at_n,
+                "stride_grows": v.grows,
+                "inferred": v.inferred,
+            }
+            for k, v in sorted(comm.layouts.items())
+        },
         "assumptions": [
             "host ops, runtime calls and launch latencies keep their measured time",
             "kernels and host gaps follow their group's law (a, b/N or a+b/N) fitted across N",
@@ -228,6 +243,14 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
                 else []
             ),
             *([tw] if tw else []),
+            *(
+                [
+                    "tiers follow each group's members; layouts inferred from one run's member "
+                    "lists: " + ", ".join(v.describe(k) for k, v in sorted(inferred.items()))
+                ]
+                if inferred
+                else []
+            ),
             *(
                 ["no inter-node collective measured"]
                 if comm.gpus_per_node is not None and INTER not in comm.measured_tiers

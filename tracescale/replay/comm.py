@@ -12,7 +12,8 @@ Message bytes are max(In, Out) nelems (the full tensor of AllGather/ReduceScatte
 change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constant). How a
 process group's size changes with N is measured per group name over the runs: proportional
 to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves); a group
-seen in one run only grows with N when it spans the world. The fit is robust: rows far off
+seen in one run only grows with N when it spans the world. Its tier follows its members
+(``replay.topology``). The fit is robust: rows far off
 it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down.
 """
 
@@ -26,10 +27,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from tracescale.ingest.groups import key_name
+from tracescale.replay.topology import INTER, INTRA, Layout, group_layouts, measured_tier, tier_at
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH, factors
 from tracescale.scaling.nnls import nnls
-
-INTRA, INTER = "intra", "inter"
 
 #: Plausible inter-node link when that tier was never measured and the user gave no figures
 #: (docs/DESIGN.md "Unmeasured topology tier"). The point estimate keeps the intra-node link;
@@ -48,11 +48,6 @@ def unmeasured_inter_range() -> str:
         f"1/{1 / UNMEASURED_INTER_BANDWIDTH_FLOOR:.0f} of its bandwidth with "
         f"{UNMEASURED_INTER_LATENCY_CEILING:.0f}x its latency (InfiniBand/RoCE vs NVLink per GPU)"
     )
-
-
-def tier_of(group: float, gpus_per_node: int | None) -> str:
-    """``inter`` when a group spans more ranks than one node holds."""
-    return INTER if gpus_per_node is not None and group > gpus_per_node else INTRA
 
 
 def _algo(label: str) -> str:
@@ -89,6 +84,13 @@ class CommModel:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     #: process group name -> its size grows like N (else it stays as measured)
     proportional: Mapping[str, bool] = field(default_factory=dict)
+    #: process group name -> how its members lie among the ranks (``replay.topology``)
+    layouts: Mapping[str, Layout] = field(default_factory=dict)
+
+    def tier_at(self, group: float, pg: str, ref_n: int, n: int) -> str:
+        """Tier at ``n`` ranks of an instance of ``group`` ranks measured at ``ref_n``."""
+        size = self.group_at(group, pg, ref_n, n)
+        return tier_at(group, pg, ref_n, n, self.gpus_per_node, size, self.layouts)
 
     def group_at(self, group: float, pg: str, ref_n: int, n: int) -> float:
         """Size at ``n`` ranks of a group of ``group`` ranks measured at ``ref_n``."""
@@ -130,7 +132,7 @@ class CommModel:
             return self.barrier_s if group > 1 else 0.0
         g = self.group_at(group, pg, ref_n, n)
         b = nbytes * ref_n / n if self.sharded.get(ctype, False) else nbytes
-        tier = tier_of(g, self.gpus_per_node)
+        tier = tier_at(group, pg, ref_n, n, self.gpus_per_node, g, self.layouts)
         return self.lookup(ctype, algo, tier).time(ctype, b, g, algo, alt)
 
 
@@ -238,7 +240,10 @@ def fit_comm(
     inst = instances[(instances["group"] > 1) & (instances["bytes"] >= 0)].copy()
     barrier = inst[inst["collective"] == "barrier"]
     inst = inst[inst["collective"] != "barrier"]
-    inst["tier"] = [tier_of(g, gpus_per_node) for g in inst["group"]]
+    pgs = inst["pg"].fillna("").astype(str) if "pg" in inst else pd.Series("", index=inst.index)
+    inst["tier"] = [
+        measured_tier(g, pg, gpus_per_node) for g, pg in zip(inst["group"], pgs, strict=True)
+    ]
     fits: dict[tuple[str, str, str], AlphaBeta] = {}
     levels: tuple[tuple[str, ...], ...] = (
         ("collective", "algo", "tier"),
@@ -273,6 +278,7 @@ def fit_comm(
             got_ratio = float(per_n.iloc[-1] / per_n.iloc[0])
             sharded[str(ctype)] = abs(np.log(got_ratio / expect)) < abs(np.log(got_ratio))
     tiers = frozenset(inst["tier"].tolist())
+    laws = group_laws(instances)
     user = None
     notes: list[str] = []
     if inter_bandwidth is not None or inter_latency is not None:
@@ -290,5 +296,6 @@ def fit_comm(
         user_inter=user,
         barrier_s=float(barrier["transfer"].mean()) if len(barrier) else 0.0,
         assumptions=tuple(notes),
-        proportional=group_laws(instances),
+        proportional=laws,
+        layouts=group_layouts(instances, laws),
     )

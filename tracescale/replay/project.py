@@ -24,12 +24,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tracescale.replay.comm import INTER, CommModel, fit_comm, tier_of, unmeasured_inter_range
+from tracescale.replay.comm import CommModel, fit_comm, unmeasured_inter_range
 from tracescale.replay.delays import DelayModel, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
+from tracescale.replay.topology import INTER, measured_tier
 from tracescale.replay.variability import lateness, reaches
 
 F64 = npt.NDArray[np.float64]
@@ -320,8 +321,14 @@ def _same_tiers(runs: Sequence[RunReplay], gpus_per_node: int | None) -> bool:
     about the laws: the smaller runs cannot know the slower links)."""
 
     def tiers(r: RunReplay) -> set[str]:
-        groups = r.coll["group"].tolist() if len(r.coll) else []
-        return {tier_of(float(g), gpus_per_node) for g in groups if g > 1}
+        if not len(r.coll):
+            return set()
+        pgs = r.coll["pg"].astype(str) if "pg" in r.coll else [""] * len(r.coll)
+        return {
+            measured_tier(float(g), pg, gpus_per_node)
+            for g, pg in zip(r.coll["group"], pgs, strict=True)
+            if g > 1
+        }
 
     below = set().union(*(tiers(r) for r in runs[:-1]))
     return tiers(runs[-1]) <= below
@@ -339,7 +346,7 @@ def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
     need = [
         n for n in targets
         if any(
-            tier_of(c.group_at(g, pg, ref, n), c.gpus_per_node) == INTER
+            c.tier_at(g, pg, ref, n) == INTER
             for g, pg in zip(groups, pgs, strict=True)
         )
     ]  # fmt: skip
