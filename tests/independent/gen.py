@@ -50,6 +50,7 @@ class Pattern:
     accumulate: int = 1  # AllReduce on every k-th step only
     tp_size: int = 0  # hybrid: tensor parallel in consecutive groups of this size, data
     # parallel (gradient AllReduce) across the groups, over N / tp_size strided ranks
+    pg_config: bool = True  # distributedInfo lists the groups (else only the args name them)
     small_kernels: int = 0  # launch-bound: this many tiny kernels per step
     small_gpu: float = 60e-6  # GPU time of one tiny kernel at N=1
     bcast_bytes: float = 0.0  # a tiny Broadcast each step
@@ -285,7 +286,7 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
                     args["bytes"] = 4096
             evs.append(ev)
         dist = {"backend": "nccl", "rank": r, "world_size": n, "pg_count": len(pgs),
-                "pg_config": pgs, "nccl_version": "2.20.5"}  # fmt: skip
+                "pg_config": pgs if p.pg_config else [], "nccl_version": "2.20.5"}  # fmt: skip
         doc = {"schemaVersion": 1, "deviceProperties": _device_props(gpn),
                "distributedInfo": dist, "record_shapes": 0, "traceEvents": evs,
                "traceName": f"node{r // gpn}_{pid}.json", "displayTimeUnit": "ms",

@@ -48,8 +48,10 @@ class Net:
     flat: bool = True  # one tier whatever the group size
     bcast_alpha: float | None = None  # per-hop latency of Broadcast when it differs
 
-    def tier(self, group: int) -> tuple[float, float]:
-        if self.flat or group <= self.gpus_per_node:
+    def tier(self, span: int) -> tuple[float, float]:
+        """Link of a group whose members lie ``span`` consecutive ranks apart end to end (its
+        size when contiguous): it crosses nodes when that is more than a node holds."""
+        if self.flat or span <= self.gpus_per_node:
             return self.alpha, self.bandwidth
         return self.inter_alpha, self.inter_bandwidth
 
@@ -64,11 +66,12 @@ def protocol(nbytes: float) -> tuple[str, float]:
     raise AssertionError("unreachable")
 
 
-def transfer_time(net: Net, coll: str, full_bytes: float, n: int) -> float:
-    """Ring cost of one collective over n ranks once all arrived (seconds)."""
+def transfer_time(net: Net, coll: str, full_bytes: float, n: int, span: int = 0) -> float:
+    """Ring cost of one collective over n ranks once all arrived (seconds); ``span``: how
+    many consecutive ranks its members reach over (default n: a contiguous block)."""
     if n <= 1:
         return 2e-6  # a local copy kernel
-    alpha, bw = net.tier(n)
+    alpha, bw = net.tier(span or n)
     _, eff = protocol(full_bytes)
     bw *= eff
     if coll == "allreduce":
@@ -203,7 +206,8 @@ class Sched:
         ann = self.op_begin()
         corr = self.runtime("cudaLaunchKernel", self.launch)
         arrive = np.maximum(self.stream(stream), self.h)
-        t = transfer_time(net, coll, full_bytes, group) * float(
+        span = (group - 1) * (self.n // group) + 1 if strided else group
+        t = transfer_time(net, coll, full_bytes, group, span) * float(
             self.rng.gamma(400.0, 1 / 400.0) if self.noise > 0 else 1.0
         )
         if strided:

@@ -1,0 +1,96 @@
+"""A simulated hybrid study across nodes, named only by the collectives' args: tensor-parallel
+pairs, all called group "1", on every node, and data parallel over strided ranks that leaves
+the node long before it outgrows one (tests/independent's scheduler prices each group by the
+ranks its members span, not by its size). No ``pg_config``: the members come from
+``Process Group Ranks`` alone.
+
+By size alone the strided group read as intra-node until it held more ranks than a node, so
+the inter-node link was never "measured" (4 GPUs per node, runs at 2, 4, 8: the projections
+to 16, 32, 64 missed by -39%, -65%, -80%). By members, each tier is fitted where it was
+measured and the targets of tests/test_independent_studies.py hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.independent.gen import PATTERNS, Pattern, build_study
+from tests.independent.sched import Net
+from tracescale.api import analyze
+
+
+def _across_nodes(gpus_per_node: int, sizes: tuple[int, ...]) -> Pattern:
+    top = max(sizes)
+    net = Net(
+        alpha=20e-6,
+        bandwidth=50e9,
+        inter_alpha=60e-6,
+        inter_bandwidth=12.5e9,
+        gpus_per_node=gpus_per_node,
+        flat=False,
+    )
+    return replace(
+        PATTERNS["hybrid"](),
+        steps=4,
+        pg_config=False,
+        sizes=sizes,
+        targets=(2 * top, 4 * top, 8 * top),
+        net=net,
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpus_per_node", "sizes"),
+    [
+        # {0,2} already spans two nodes at N=4: a 2-rank group across nodes
+        (2, (2, 4, 8)),
+        # {0,2} stays in node 0, {0,2,4,6} and {0,2,...,14} cross: two inter-node sizes
+        (4, (2, 4, 8, 16)),
+    ],
+)
+def test_strided_groups_across_nodes_meet_targets(
+    tmp_path: Path, gpus_per_node: int, sizes: tuple[int, ...]
+) -> None:
+    p = _across_nodes(gpus_per_node, sizes)
+    truth = build_study(p, str(tmp_path))
+    study = analyze(tmp_path, project=list(p.targets), jobs=1, no_cache=True)
+    entry = study.studies[0]
+    for run in entry["runs"]:
+        assert run["replay_error"] <= 0.02, (run["world_size"], run["replay_error"])
+    replay = entry["scaling"]["replay"]
+    assert replay["gpus_per_node"] == gpus_per_node
+    assert replay["tiers_measured"] == ["inter", "intra"]
+    # strides measured over the runs: pairs stay contiguous, data parallel keeps stride 2
+    assert replay["group_layouts"] == {
+        "1": {"stride": 1, "at_world_size": max(sizes), "stride_grows": False, "inferred": False},
+        "2": {"stride": 2, "at_world_size": max(sizes), "stride_grows": False, "inferred": False},
+    }
+    assert not any("no inter-node collective" in a for a in replay["assumptions"])
+    got = {proj["world_size"]: proj for proj in entry["scaling"]["projections"]}
+    for k, n in zip((2, 4, 8), p.targets, strict=True):
+        true = truth["speedup"][str(n)]  # type: ignore[index]
+        proj = got[n]
+        lo, hi = proj["speedup_ci90"]
+        error = proj["speedup"] / true - 1
+        assert abs(error) <= (0.10 if k <= 4 else 0.15), (n, proj["speedup"], true)
+        assert lo <= true <= hi, (n, lo, true, hi)
+
+
+def test_pairs_on_different_nodes_are_separate_instances(tmp_path: Path) -> None:
+    p = replace(_across_nodes(2, (4,)), layers=2, steps=2, targets=(8,))
+    build_study(p, str(tmp_path))
+    study = analyze(tmp_path, jobs=1, no_cache=True)
+    (run,) = study.runs_by_study[0]
+    c = run.collectives
+    pgs = c.groupby("rank")["pg"].agg(lambda s: sorted(set(s))).to_dict()
+    assert pgs == {
+        0: ["1:0,1", "2:0,2"],
+        1: ["1:0,1", "2:1,3"],
+        2: ["1:2,3", "2:0,2"],
+        3: ["1:2,3", "2:1,3"],
+    }
+    # every instance matched on exactly its two members
+    assert (c.groupby(["pg", "collective", "seq"]).size() == 2).all()
