@@ -193,3 +193,37 @@ def test_without_ranks_one_name_mixes_the_pairs(tmp_path: Path) -> None:
     assert c["pg"].tolist() == ["1"] * 4
     assert c["transfer"].tolist() == pytest.approx([50 * US] * 4)
     assert c["wait"].tolist() == pytest.approx([250 * US, 50 * US, 100 * US, 0.0], abs=1e-12)
+
+
+def test_progression_args_complete_a_cut_or_absent_list(tmp_path: Path) -> None:
+    """``Global rank start`` / ``Global rank stride`` (PyTorch writes them beside the ranks):
+    a 64-rank world whose list was cut, 32 strided ranks without a list, and the cases that
+    must not guess (irregular stride -1, a progression the cut list contradicts)."""
+    t = MiniTrace(rank=2, world_size=64)
+    t.step(1, 0, 1000)
+    cut = CUT.strip('"')
+    cases: list[tuple[str, int, Any, int, int]] = [
+        ("0", 64, cut, 0, 1),
+        ("4", 32, None, 0, 2),
+        ("5", 1, None, 2, 0),  # a group of one: stride 0
+        ("6", 40, cut, 0, -1),  # not a progression: unknown
+        ("7", 64, cut, 1, 1),  # contradicts the listed ranks: unknown
+        ("9", 8, None, 2, 3),  # 2, 5, ..., 23
+    ]
+    for k, (name, size, ranks, start, stride) in enumerate(cases):
+        args = _nccl_args(name, size, ranks)
+        args.update({"Global rank start": start, "Global rank stride": stride})
+        t.nccl(10 + 100 * k, 50, extra=args)
+    path = t.write(tmp_path / "rank2.json")
+    table = group_table(load_trace(str(path)))
+    keys = {g.name: g.key for g in table.groups}
+    assert keys == {
+        "0": "0:0-63",
+        "4": "4:0-62/2",
+        "5": "5:2",
+        "6": "6:0...",
+        "7": "7:0...",
+        "9": "9:2-23/3",
+    }
+    lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
+    assert group_table(lenient).groups == table.groups

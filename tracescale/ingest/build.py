@@ -41,6 +41,8 @@ _INT_ARGS = (
     "out_nelems",
     "group_size",
     "seq",
+    "rank_start",
+    "rank_stride",
     "nbytes",
     "wait_on_stream",
     "wait_on_corr",
@@ -249,6 +251,11 @@ class Builder:
 
         table = self.strings.table()
 
+        def rank_col(key: str) -> npt.NDArray[np.int32]:
+            """A rank or stride: int32 (ranks are far below 2**31), -1 when out of range."""
+            c = cat(key, np.int64)
+            return np.where((c >= -1) & (c < 2**31), c, -1).astype(np.int32)
+
         def opt(key: str) -> npt.NDArray[np.int32]:
             c = cat(key, np.int32)
             return np.where(c == 0, np.int32(-1), c)
@@ -280,6 +287,8 @@ class Builder:
             input_type=opt("input_type"),
             pg_name=opt("pg_name"),
             pg_ranks=opt("pg_ranks"),
+            rank_start=rank_col("rank_start"),
+            rank_stride=rank_col("rank_stride"),
             is_device=device_cats[cat_ids],
         )
         self.parts = []

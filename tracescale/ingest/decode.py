@@ -328,6 +328,8 @@ _INT_ARGS = {
     "Out msg nelems",
     "Group size",
     "Seq",
+    "Global rank start",
+    "Global rank stride",
     "bytes",
     "wait_on_stream",
     "wait_on_cuda_event_record_corr_id",

@@ -8,8 +8,10 @@ PyTorch formats them (``"[0, 1, 2, 3]"``; a list longer than 30 is cut to its fi
 one name (each tensor-parallel pair is group "1" on its members), so instances are told
 apart, and topology tiers read, by the member set. Each distinct ranks text is parsed once
 per trace, never per event; a text that does not parse (or disagrees with ``Group size`` or
-leaves out the rank itself) counts as absent, and the group then falls back to
-``distributedInfo.pg_config`` (by name, else by size), as before the ranks were written.
+leaves out the rank itself) counts as absent. A cut or absent list is completed from
+``Global rank start`` / ``Global rank stride`` (PyTorch writes them when the members are an
+arithmetic progression, the usual case of a DeviceMesh dimension); failing that the group
+falls back to ``distributedInfo.pg_config`` (by name, else by size).
 
 The member set has a compact canonical text (:func:`members_text`: ``0-3``, ``0,8``,
 ``0-14/2``) that names an instance's group across ranks as ``name:members``
@@ -155,12 +157,20 @@ def resolve_group(
     name: str,
     size: int,
     parsed: tuple[tuple[int, ...] | None, tuple[int, ...]] = (None, ()),
+    start: int = -1,
+    stride: int = -1,
 ) -> ProcessGroup:
-    """A group from its args (``parsed``: :func:`parse_ranks` of its ranks text): members from
-    the ranks text when they agree with the size and the rank itself, else from
-    ``pg_config``."""
+    """A group from its args (``parsed``: :func:`parse_ranks` of its ranks text; ``start`` and
+    ``stride``: ``Global rank start`` / ``Global rank stride``): members from the ranks text,
+    else (cut or absent) from the progression start + k * stride, k < size, that PyTorch
+    writes when the members are one (stride 0: a single rank; -1: irregular), when they agree
+    with the size, the ranks listed and the rank itself; else from ``pg_config``."""
     rank = trace.meta.rank
     ranks, listed = parsed
+    if ranks is None and size > 0 and start >= 0 and (stride > 0 or (stride == 0 and size == 1)):
+        progression = tuple(start + k * stride for k in range(size))
+        if progression[: len(listed)] == listed:  # the cut list shows the same first ranks
+            ranks = progression
     if ranks is not None and (
         (size > 0 and len(ranks) != size) or (rank is not None and rank not in ranks)
     ):
@@ -183,7 +193,8 @@ def resolve_group(
 
 
 def group_table(trace: RankTrace) -> GroupTable:
-    """Every distinct (name, ranks text, group size) the trace's events carry, resolved once."""
+    """Every distinct (name, ranks text, group size, rank start, stride) the trace's events
+    carry, resolved once."""
     ev = trace.events
     n = len(ev)
     of_event = np.full(n, -1, dtype=np.int32)
@@ -195,6 +206,8 @@ def group_table(trace: RankTrace) -> GroupTable:
             ev.pg_name[rows].astype(np.int64),
             ev.pg_ranks[rows].astype(np.int64),
             ev.group_size[rows],
+            ev.rank_start[rows].astype(np.int64),
+            ev.rank_stride[rows].astype(np.int64),
         ],
         axis=1,
     )
@@ -209,8 +222,10 @@ def group_table(trace: RankTrace) -> GroupTable:
             strings[name_id] if name_id >= 0 else "",
             int(size),
             parsed.get(ranks_id, (None, ())),
+            start,
+            stride,
         )
-        for name_id, ranks_id, size in distinct.tolist()
+        for name_id, ranks_id, size, start, stride in distinct.tolist()
     )
     of_event[rows] = inverse.reshape(-1).astype(np.int32)
     return GroupTable(groups, of_event)

@@ -27,6 +27,9 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     dtype: str = ""
     pg_name: str = msgspec.field(default="", name="Process Group Name")
     seq: int = msgspec.field(default=-1, name="Seq")
+    # the group's members as a progression, where the ranks text is cut or absent
+    rank_start: int = msgspec.field(default=-1, name="Global rank start")
+    rank_stride: int = msgspec.field(default=-1, name="Global rank stride")
     nbytes: int = msgspec.field(default=-1, name="bytes")
     wait_on_stream: int = -1
     wait_on_corr: int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
