@@ -12,6 +12,7 @@ import numpy as np
 
 from tracescale.replay.project import ReplayStudy, bootstrap_mean, tier_warning
 from tracescale.replay.run import RunReplay
+from tracescale.replay.scenario import scenario_study, unreplayable
 from tracescale.replay.topology import INTER
 from tracescale.replay.variability import delay_assumption
 
@@ -84,6 +85,23 @@ def _update(
     return None
 
 
+def _replay_scenario(entry: dict[str, Any], study: ReplayStudy, base_n: int, mode: str) -> None:
+    """A what-if entry's projections through the transformed graph (``scenario``), its
+    speedups over the same scenario replayed at the baseline N; the closed form's step time
+    kept beside each. A scenario the graph cannot express keeps the closed form, with why."""
+    factors = {str(k): float(v) for k, v in dict(entry.get("factors") or {}).items()}
+    why = unreplayable(factors)
+    if why is not None:
+        entry["projections_source"] = "closed_form"
+        entry["projections_source_reason"] = why
+        return
+    scen = scenario_study(study, factors)
+    t_base = scen.project(base_n).step_time_s
+    for p in entry.get("projections", []):
+        _update(p, scen, (t_base, t_base, t_base), base_n, mode)
+    entry["projections_source"] = "replay"
+
+
 def _clamp(x: float) -> float:
     return min(max(x, 0.0), 1.0)
 
@@ -153,6 +171,8 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             w = _update(p, study, base, base_n, mode)
             if w and key == "projections":
                 warnings.append(w)
+    for entry in scaling.get("what_if", []):
+        _replay_scenario(entry, study, base_n, mode)
     targets = [int(p["world_size"]) for p in scaling.get("projections", [])]
     overheads = scaling.setdefault("overheads", [])
     for p in scaling.get("projections", []):

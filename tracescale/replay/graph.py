@@ -21,9 +21,10 @@ measured return latency).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,8 +32,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from tracescale.classify.collectives import collective_type, dtype_bytes
+from tracescale.classify.rules import RuleSet, load_rules
 from tracescale.ingest.steps import StepWindows, launch_times
 from tracescale.ingest.trace import RankTrace
+from tracescale.replay.graph_categories import node_categories
 from tracescale.replay.graph_device import CorrIndex, device_columns, launch_lags, syncs
 from tracescale.replay.graph_host import ThreadPieces, step_bounds, thread_pieces
 from tracescale.replay.graph_waits import add_joins, cross_stream
@@ -99,6 +102,9 @@ class Graph:
     step_last: I64  # per step: host node ending at the step's host end
     step_numbers: I64
     collectives: pd.DataFrame  # collective, seq, algo, group_size, bytes, node
+    #: per node: index into ``CATEGORIES`` of the attribution category it runs in, -1 none
+    #: (``graph_categories``); what-if scenarios rescale nodes by it
+    category: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -178,11 +184,14 @@ class _Groups:
         return gid[inverse.reshape(-1)]
 
 
-def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph:
+def build_graph(
+    trace: RankTrace, win: StepWindows, coll: pd.DataFrame, rules: RuleSet | None = None
+) -> Graph:
     """The execution graph of ``trace`` over its step windows.
 
     ``coll``: the rank's collective instances as classify found them (``start_ns``/``end_ns``
-    absolute, ``collective``, ``seq``, ``group_size``, ``async``).
+    absolute, ``collective``, ``seq``, ``group_size``, ``async``). ``rules``: the
+    classification rules that give each node its category (the default rules when None).
     """
     ev = trace.events
     strings = trace.strings
@@ -277,7 +286,13 @@ def build_graph(trace: RankTrace, win: StepWindows, coll: pd.DataFrame) -> Graph
     sync_nodes = call_nodes[c["kind"][call_nodes] == SYNC]
     syncs(trace, c, dev_idx, n_host, sync_nodes, c["event"][sync_nodes], launched)
     n_real = add_joins(c, joins, DEV)
-    return _freeze(trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real)
+    kinds = dict(zip(KIND_NAMES, range(6), strict=True))
+    category = node_categories(
+        trace, rules if rules is not None else load_rules(), c["kind"], c["event"], c["res"],
+        c["start"], c["dur"], main, threads.index(main), kinds,
+    )  # fmt: skip
+    graph = _freeze(trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real)
+    return dataclasses.replace(graph, category=category)
 
 
 def _host_columns(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracescale.categories import CATEGORIES
 from tracescale.parallel.cache import (
     MAX_ENTRY_BYTES,
     CacheKey,
@@ -48,7 +49,7 @@ from tracescale.replay.graph import Graph
 _KIND = "replay-graph"
 _ARRAY_FIELDS = (
     "kind", "res", "start", "dur", "dep", "lag", "dep2", "fixed", "tail", "release",
-    "group", "coll", "step", "order", "step_first", "step_last", "step_numbers",
+    "group", "coll", "step", "order", "step_first", "step_last", "step_numbers", "category",
 )  # fmt: skip
 
 
@@ -157,6 +158,7 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
         step_last=cols["step_last"],
         step_numbers=cols["step_numbers"],
         collectives=frame_from_schema(frames["graph.collectives"], arrays),
+        category=cols["category"].astype(np.int8),
     )
     return GraphInput(graph, frame_from_schema(frames["collectives"], arrays), devices)
 
@@ -182,6 +184,8 @@ def _check_indices(cols: dict[str, Any], n: int, n_groups: int) -> None:
     for f, low in (("res", 0), ("coll", -1), ("step", -1)):
         if n and (cols[f].min() < low or cols[f].max() >= 2**31):
             raise EntryError(f"{f} out of range")
+    if n and (cols["category"].min() < -1 or cols["category"].max() >= len(CATEGORIES)):
+        raise EntryError("category out of range")
     if sorted(cols["order"].tolist()) != list(range(n)):
         raise EntryError("order is not a permutation")
     for f in ("step_first", "step_last"):

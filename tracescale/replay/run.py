@@ -114,7 +114,7 @@ def replay_run(
         coll = classify_rank(trace, rules, rank=rank).collectives
         devices = len(trace.meta.device_names)
         return_freed_memory()  # the decoder's and classification's buffers
-        graph = build_graph(trace, find_steps(trace), coll)
+        graph = build_graph(trace, find_steps(trace), coll, rules)
         del trace
         return GraphInput(graph, coll, devices)
 

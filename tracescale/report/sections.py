@@ -269,10 +269,19 @@ def what_if_section(study: dict[str, Any]) -> Section | None:
     assumed = bool(_d(study.get("scaling")).get("assumed"))
     title = "What if (assumed: one run)" if assumed else "What if"
     sec = Section("what_if", title, ["Scenario", *PROJ_HEADERS], left_cols=2)
+    closed: list[str] = []
     for e in entries:
         name = str(e.get("label") or e.get("scenario") or "?")
         projs = _l(e.get("projections")) if "projections" in e else [e]
         sec.rows.extend([name, *row] for row in projection_rows(projs))
+        if e.get("projections_source") == "closed_form":
+            closed.append(f"{name} ({e.get('projections_source_reason', 'not replayed')})")
+    if any(e.get("projections_source") == "replay" for e in entries):
+        sec.note = "Replayed: the execution graph with the scenario's nodes rescaled."
+    if closed:
+        sec.note = " ".join(
+            [sec.note or "", "Per-category closed form for: " + "; ".join(closed) + "."]
+        ).strip()
     return sec
 
 

@@ -1,0 +1,90 @@
+"""Graph nodes + the rank's trace and rules -> the attribution category of each node.
+
+Why: a what-if scenario ("data loading free", "communication twice as fast") is a graph
+transformation (Daydream): the nodes of one category are rescaled and the graph replayed, so
+overlap and waits come out as the replay sees them. The category of a node is the one the
+classify stage gives the instant it runs at, by the same rules: kernels by the device rules
+(compute, memcpy, communication), collective nodes communication, sync calls sync, and host
+pieces of the main thread by the host op that encloses them (data loading, sync, single-rank
+reduction, host-side communication, in classify's priority), else host. Other threads' pieces
+are host (classify attributes only the main thread's host time).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
+from tracescale.ingest.trace import RankTrace
+
+I64 = npt.NDArray[np.int64]
+I8 = npt.NDArray[np.int8]
+
+CAT = {name: i for i, name in enumerate(CATEGORIES)}
+#: Host rule targets in classify's priority order (the first covering op wins).
+_HOST_ORDER = ("dataloader", "sync", "reduction", "communication")
+_DEVICE_CATEGORY = {"compute": "compute", "memcpy": "memcpy", "communication": "communication"}
+
+
+def _covered(s: I64, e: I64, x: I64) -> npt.NDArray[np.bool_]:
+    """Whether each point ``x`` lies in the union of intervals ``[s, e)``."""
+    if len(s) == 0 or len(x) == 0:
+        return np.zeros(len(x), dtype=np.bool_)
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    reach = np.maximum.accumulate(e)
+    new = np.concatenate([[True], s[1:] > reach[:-1]])
+    first = np.flatnonzero(new)
+    ms, me = s[first], np.maximum.reduceat(e, first)
+    i = np.searchsorted(ms, x, side="right") - 1
+    return (i >= 0) & (x < me[np.clip(i, 0, None)])
+
+
+def node_categories(
+    trace: RankTrace,
+    rules: RuleSet,
+    kind: npt.NDArray[np.int8],
+    event: I64,
+    res: npt.NDArray[np.int32],
+    start: I64,
+    dur: I64,
+    main: tuple[int, int],
+    main_res: int,
+    kinds: dict[str, int],
+) -> I8:
+    """Category index (``CATEGORIES``) per node, -1 for device work the rules call a wait.
+
+    ``main``: the main thread's (pid, tid), resource ``main_res`` of the graph. ``kinds``:
+    the graph's node kind codes by name (``gap``, ``call``, ``sync``, ``host_collective``,
+    ``device``, ``device_collective``)."""
+    ev = trace.events
+    strings = trace.strings
+    n = len(kind)
+    out = np.full(n, CAT["host"], dtype=np.int8)
+    dev = kind == kinds["device"]
+    if dev.any():
+        dev_t = classify_events(rules.device, DEVICE_TARGETS, strings, ev.name, ev.cat)
+        t = dev_t[np.clip(event[dev], 0, None)]
+        codes = np.full(len(DEVICE_TARGETS), -1, dtype=np.int8)
+        for target, cat in _DEVICE_CATEGORY.items():
+            codes[DEVICE_TARGETS.index(target)] = CAT[cat]
+        out[dev] = np.where(t >= 0, codes[np.clip(t, 0, None)], -1)
+    on_main = (res == main_res) & ~dev & (kind != kinds["device_collective"])
+    if on_main.any():
+        host = ~ev.is_device & (ev.pid == main[0]) & (ev.tid == main[1])
+        host_t = classify_events(rules.host, HOST_TARGETS, strings, ev.name, ev.cat)
+        idx = np.flatnonzero(on_main)
+        mid = start[idx] + dur[idx] // 2
+        todo = np.ones(len(idx), dtype=np.bool_)
+        for target in _HOST_ORDER:
+            m = host & (host_t == HOST_TARGETS.index(target))
+            hit = todo & _covered(ev.start[m], ev.start[m] + ev.dur[m], mid)
+            out[idx[hit]] = CAT[target]
+            todo &= ~hit
+    out[kind == kinds["sync"]] = CAT["sync"]
+    out[(kind == kinds["host_collective"]) | (kind == kinds["device_collective"])] = CAT[
+        "communication"
+    ]
+    return out

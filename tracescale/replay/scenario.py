@@ -1,0 +1,110 @@
+"""A fitted replay study + what-if factors per category -> the same study with those nodes
+rescaled, replayed like the projections (Daydream's what-if by graph transformation).
+
+Why not scale the per-category closed form: a step is the longest chain through threads,
+streams and waits, so halving communication that hides behind compute gains nothing, and
+freeing the data loader also removes the rank-to-rank waits its per-rank delays caused (those
+waits are attributed to sync or communication, not to data loading). The transformation:
+
+- every node in a scaled category (``Graph.category``) runs ``factor`` times as long, at every
+  N (the laws are ratios, so a node's law is unchanged);
+- collective transfers scale with ``communication``; the waits for the slowest rank follow the
+  per-rank host delays, which scale with the category of the host pieces they show in (data
+  loading for a loader's delays, host for host work);
+- ``sync=0`` removes the host's waits on the device (the calls keep their own time); a sync
+  factor between 0 and 1 has no graph meaning, nor has ``idle`` (time with nothing running):
+  those scenarios keep the closed form, and say so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from tracescale.categories import CATEGORIES
+from tracescale.replay.delays import DelayModel
+from tracescale.replay.graph import SYNC
+from tracescale.replay.project import ReplayStudy
+from tracescale.replay.tail_fit import GPTail
+
+#: Categories whose nodes a factor rescales directly.
+SCALED = frozenset({"compute", "memcpy", "communication", "dataloader", "reduction", "host"})
+
+
+def unreplayable(factors: Mapping[str, float]) -> str | None:
+    """Why the replay cannot transform the graph for ``factors`` (None: it can)."""
+    for cat, f in factors.items():
+        if cat in SCALED or f == 1.0:
+            continue
+        if cat == "sync" and f == 0.0:
+            continue
+        if cat == "sync":
+            return "the replay can remove the host's waits on the device (sync=0), not part of them"
+        return f"{cat} time has no node of its own in the execution graph"
+    return None
+
+
+def _scaled_tail(t: GPTail | None, f: float) -> GPTail | None:
+    return None if t is None else dataclasses.replace(t, u=t.u * f, scale=t.scale * f)
+
+
+def _scaled_delays(delays: DelayModel | None, f: float) -> DelayModel | None:
+    """Every draw ``f`` times as long (the tail's threshold and scale with it, its shape not)."""
+    if delays is None or f == 1.0:
+        return delays
+    if f == 0.0:
+        return DelayModel(np.zeros(len(delays.draws)), None)
+    return dataclasses.replace(
+        delays,
+        draws=delays.draws * f,
+        tail=_scaled_tail(delays.tail, f),
+        refits=tuple(_scaled_tail(t, f) for t in delays.refits),
+        alternatives=tuple(t for t in (_scaled_tail(a, f) for a in delays.alternatives) if t),
+    )
+
+
+def _delay_factor(study: ReplayStudy, per_category: np.ndarray) -> float:
+    """The factor of the category the representative rank's per-step delays show in (the
+    category holding most of its delay excess; data loading for a loader's delays)."""
+    base = study.base
+    if not len(base.delay_node):
+        return 1.0
+    cats = base.graph.category[base.delay_node].astype(np.int64)
+    weight = np.bincount(cats + 1, weights=np.abs(base.delay_excess) + 1e-12)
+    return float(per_category[int(np.argmax(weight))])
+
+
+def scenario_study(study: ReplayStudy, factors: Mapping[str, float]) -> ReplayStudy:
+    """``study`` with the base run's graph transformed by ``factors`` (category -> factor);
+    check :func:`unreplayable` first."""
+    base = study.base
+    g = base.graph
+    per_category = np.ones(len(CATEGORIES) + 1)  # index category + 1: -1 (none) keeps 1
+    for cat, f in factors.items():
+        if cat in SCALED:
+            per_category[CATEGORIES.index(cat) + 1] = f
+    f_node = per_category[g.category.astype(np.int64) + 1]
+    dur = np.round(g.dur * f_node).astype(np.int64)
+    dep2 = g.dep2
+    if factors.get("sync", 1.0) == 0.0:
+        sync = g.kind == SYNC
+        dep2 = np.where(sync, -1, g.dep2).astype(g.dep2.dtype)
+        dur = np.where(sync, g.fixed, dur)
+    coll = base.coll.copy()
+    f_comm = float(factors.get("communication", 1.0))
+    coll["transfer"] = coll["transfer"] * f_comm
+    new_base = dataclasses.replace(
+        base,
+        graph=dataclasses.replace(g, dur=dur, dep2=dep2),
+        coll=coll,
+        delay_excess=base.delay_excess * f_node[base.delay_node],
+    )
+    return dataclasses.replace(
+        study,
+        runs=(*study.runs[:-1], new_base),
+        delays=_scaled_delays(study.delays, _delay_factor(study, per_category)),
+        _points={},
+        _cache={},
+    )
