@@ -128,6 +128,15 @@ def _replay(
         )
         notes.extend(apply_replay(sdict, study))
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
+    else:
+        why = (
+            "a CPU-only study is projected by the closed form"
+            if replays and not usable
+            else "no replay of the largest run and another"
+        )
+        for entry in sdict.get("what_if", []):
+            entry.setdefault("projections_source", "closed_form")
+            entry.setdefault("projections_source_reason", why)
     return notes
 
 
