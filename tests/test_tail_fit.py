@@ -67,3 +67,26 @@ def test_too_few_draws_keep_the_draws_alone_without_resampling() -> None:
     assert model is not None and model.tail is None and model.resampled == 0
     assert model.ends(8) == (model, model)
     assert "too few to fit a tail" in delay_assumption(model)
+
+
+def test_many_draws_are_fitted_on_a_bounded_subsample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long study pools ~100k delays: the fit's temporary grows with rows x draws^1.5
+    (4.9 GB at 20k draws before the bound), so every fit sees at most FIT_DRAWS of them."""
+    from tracescale.replay import tail_fit
+
+    widths: list[tuple[int, int]] = []
+    real = tail_fit._zhang_stephens
+
+    def spy(exc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        widths.append(exc.shape)
+        return real(exc, k)
+
+    monkeypatch.setattr(tail_fit, "_zhang_stephens", spy)
+    draws = 2.0 * np.random.default_rng(5).pareto(2.2, size=50_000)
+    model = pool_delays([draws - np.median(draws)])
+    assert model is not None and widths
+    assert max(w[1] for w in widths) <= tail_fit.FIT_DRAWS
+    # rows x grid x exceedances per chunk: bounded (a single row may exceed it on its own)
+    assert max(r * m * (30 + int(np.sqrt(m))) for r, m in widths if r > 1) <= 2_000_000
+    if model.tail is not None:  # the share below the threshold is counted over all draws
+        assert model.tail.p_u == pytest.approx(np.mean(model.draws <= model.tail.u), abs=1e-9)

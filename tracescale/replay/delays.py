@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.tail_fit import GPTail, choose_tail, refit_tails
+from tracescale.replay.tail_fit import FIT_DRAWS, GPTail, choose_tail, refit_tails
 
 F64 = npt.NDArray[np.float64]
 
@@ -29,7 +29,7 @@ F64 = npt.NDArray[np.float64]
 MIN_POOLED = 60
 _BOOT = 200
 #: Draws per bootstrap resample: beyond this a resample of the pool is as good as all of it.
-_BOOT_DRAWS = 4000
+_BOOT_DRAWS = FIT_DRAWS
 #: Probability grid of a delay's CDF: the body's quantiles, then the tail up to 1 - _TOP / N.
 _BODY_POINTS = 128
 _TAIL_POINTS = 64

@@ -34,6 +34,14 @@ TAIL_SHARES = (0.95, 0.8, 0.6, 0.45, 0.3, 0.2)
 #: ForwardStop's false-discovery level, and the parametric bootstrap's size per candidate.
 ALPHA = 0.1
 _GOF_SAMPLES = 100
+#: Draws the tail is fitted on at most: a seeded random subsample beyond (the shape's error
+#: from 2,000 draws is a few hundredths; the fit's cost grows with draws x sqrt(draws)).
+FIT_DRAWS = 2000
+#: Draws the threshold is tested on at most: the Anderson-Darling test rejects a poor fit
+#: from a few hundred draws, and its parametric bootstrap refits every candidate 100 times.
+GOF_DRAWS = 600
+#: Elements of the fit's largest temporary (rows x grid x exceedances) per chunk of rows.
+_CHUNK = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,15 @@ def zhang_stephens(exc: F64) -> tuple[F64, F64]:
     """
     m = exc.shape[1]
     k = 30 + int(np.sqrt(m))
+    rows = max(1, _CHUNK // max(k * m, 1))
+    if exc.shape[0] > rows:  # the (rows, k, m) temporary is bounded, not the rows
+        parts = [_zhang_stephens(exc[i : i + rows], k) for i in range(0, exc.shape[0], rows)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    return _zhang_stephens(exc, k)
+
+
+def _zhang_stephens(exc: F64, k: int) -> tuple[F64, F64]:
+    m = exc.shape[1]
     first = exc[:, max(int(m / 4 + 0.5) - 1, 0)]
     grid = 1.0 - np.sqrt(k / (np.arange(1, k + 1) - 0.5))
     b = grid[None, :] / (3.0 * np.maximum(first, 1e-300))[:, None] + 1.0 / exc[:, -1:]
@@ -162,30 +179,50 @@ class TailChoice:
     alternatives: tuple[GPTail, ...] = ()
 
 
+def fit_sample(draws: F64, seed: int, size: int = FIT_DRAWS) -> F64:
+    """Sorted ``draws``, or a seeded random subsample of ``size`` of them (sorted)."""
+    if len(draws) <= size:
+        return draws
+    rng = np.random.default_rng([seed, 104729, size])
+    return np.sort(rng.choice(draws, size=size, replace=False))
+
+
+def _tail_at(draws: F64, share: float, seed: int) -> GPTail | None:
+    """The GPD above ``share`` of ``draws`` (fitted on at most ``FIT_DRAWS``; the share
+    below the threshold counted over all draws)."""
+    sample = fit_sample(draws, seed)
+    got = _exceedances(sample, share)
+    if got is None:
+        return None
+    u, p_u, exc = got
+    shape, scale = zhang_stephens(exc[None, :])
+    if not (scale[0] > 0 and np.isfinite(scale[0])):
+        return None
+    if len(sample) < len(draws):
+        p_u = float(np.searchsorted(draws, u, side="right")) / len(draws)
+    return GPTail(u, p_u, float(shape[0]), float(scale[0]))
+
+
 def choose_tail(draws: F64, seed: int = 0) -> TailChoice:
-    """The GPD tail at the lowest threshold ForwardStop keeps, over sorted ``draws``."""
-    fits: list[tuple[float, float, float, float]] = []  # (u, p_u, shape, scale)
+    """The GPD tail at the lowest threshold ForwardStop keeps, over sorted ``draws`` (tested
+    on at most ``GOF_DRAWS`` of them, fitted on at most ``FIT_DRAWS``)."""
     p_values: list[float] = []
     shares: list[float] = []
+    tested = fit_sample(draws, seed, GOF_DRAWS)
     for share in TAIL_SHARES:
-        got = _exceedances(draws, share)
+        got = _exceedances(tested, share)
         if got is None:
             continue
-        u, p_u, exc = got
-        shape, scale, p = _p_value(exc, seed)
-        fits.append((u, p_u, shape, scale))
-        p_values.append(p)
+        p_values.append(_p_value(got[2], seed)[2])
         shares.append(share)
-    if not fits:
+    if not shares:
         return TailChoice(None, None, ())
     pick = forward_stop(p_values)
-    if pick >= len(fits):
+    tail = _tail_at(draws, shares[pick], seed) if pick < len(shares) else None
+    if tail is None:
         return TailChoice(None, None, tuple(p_values))
-    u, p_u, shape, scale = fits[pick]
-    if not (scale > 0 and np.isfinite(scale)):
-        return TailChoice(None, None, tuple(p_values))
-    others = tuple(GPTail(*fit) for fit in fits[pick + 1 :] if fit[3] > 0 and np.isfinite(fit[3]))
-    return TailChoice(GPTail(u, p_u, shape, scale), shares[pick], tuple(p_values), others)
+    others = tuple(t for t in (_tail_at(draws, sh, seed) for sh in shares[pick + 1 :]) if t)
+    return TailChoice(tail, shares[pick], tuple(p_values), others)
 
 
 def refit_tails(rows: F64, share: float) -> list[GPTail | None]:
