@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
+from tracescale.classify.clocks import clock_offsets
 from tracescale.classify.gpu_metrics import GpuTotals, per_rank_frame, rank_gpu_totals
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
@@ -42,21 +43,10 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
         )
     key = ["pg", "collective", "seq"]
     # Clock offsets: collectives end together on all ranks, so align each rank on the median
-    # difference of its instance ends to the first rank's (only when clearly skewed).
+    # difference of its instance ends to the first rank's (only when clearly skewed); ranks
+    # sharing no instance with it are reached through the groups of ranks already aligned.
     ref_rank = int(coll["rank"].min())
-    ref = coll.loc[coll["rank"] == ref_rank, [*key, "end_ns"]].rename(columns={"end_ns": "ref"})
-    joined = coll[["rank", *key, "end_ns"]].merge(ref, on=key, how="inner")
-    diff = (joined["end_ns"] - joined["ref"]).to_numpy(dtype=np.int64)
-    order = np.argsort(joined["rank"].to_numpy(dtype=np.int64), kind="stable")
-    ranks_sorted = joined["rank"].to_numpy(dtype=np.int64)[order]
-    cuts = np.flatnonzero(np.diff(ranks_sorted)) + 1
-    median = {
-        int(part_ranks[0]): int(np.median(part))
-        for part_ranks, part in zip(
-            np.split(ranks_sorted, cuts), np.split(diff[order], cuts), strict=True
-        )
-        if len(part)
-    }
+    median = {r: int(v) for r, v in clock_offsets(coll, key, ref_rank, "end_ns").items()}
     offsets: dict[int, int] = {}
     for rank in sorted(coll["rank"].unique().tolist()):
         off = median.get(int(rank), 0)

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracescale.classify.clocks import clock_offsets
 from tracescale.classify.result import RunBreakdown
 from tracescale.replay.delays import DelayModel, expected_max_sum
 
@@ -99,12 +100,8 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[pd.DataFrame, dict[in
     c["pg"] = c["pg"].fillna("").astype(str) if "pg" in c else ""
     c["end"] = c["start"] + c["duration"]
     key = ["pg", "collective", "seq"]
-    ref = c[c["rank"] == rank].set_index(key)["end"]
-    skew = {}
-    for r, grp in c.groupby("rank"):
-        j = grp.set_index(key)["end"].to_frame().join(ref.rename("ref"), how="inner")
-        skew[r] = float(np.median(j["end"] - j["ref"])) if len(j) else 0.0
-    c["arrival"] = c["start"] - c["rank"].map(skew)
+    skew = clock_offsets(c, key, rank)
+    c["arrival"] = c["start"] - c["rank"].map(skew).fillna(0.0)
     c["offset"] = c["arrival"] - c.groupby(key)["arrival"].transform("mean")
     ordered = c.sort_values(["rank", "step", "start"])
     c["position"] = ordered.groupby(["rank", "step"]).cumcount().reindex(c.index)
