@@ -99,3 +99,22 @@ def test_pairs_on_different_nodes_are_separate_instances(tmp_path: Path) -> None
     }
     # every instance matched on exactly its two members
     assert (c.groupby(["pg", "collective", "seq"]).size() == 2).all()
+
+
+def test_layout_read_from_one_run_is_stated(tmp_path: Path) -> None:
+    """Data parallel has members (two of them) in the N=4 run only: its layout is inferred and
+    the report's assumptions say how (a fixed-size group spanning the world keeps spanning
+    it: stride 2 at N=4 grows like N)."""
+    p = replace(_across_nodes(2, (2, 4)), layers=2, steps=3, targets=(8,))
+    build_study(p, str(tmp_path))
+    study = analyze(tmp_path, project=[8], jobs=1, no_cache=True)
+    replay = study.studies[0]["scaling"]["replay"]
+    assert replay["group_layouts"] == {
+        "1": {"stride": 1, "at_world_size": 4, "stride_grows": False, "inferred": False},
+        "2": {"stride": 2, "at_world_size": 4, "stride_grows": True, "inferred": True},
+    }
+    stated = [a for a in replay["assumptions"] if "inferred" in a]
+    assert stated == [
+        "tiers follow each group's members; layouts inferred from one run's member lists: "
+        "group 2's member stride (2 at N=4) grows like N"
+    ]
