@@ -27,7 +27,7 @@ COMM = 52  # NCCL stream of the default group
 COMM2 = 61  # NCCL stream of a second process group
 BF16 = 2
 
-_PG_DESC = {"0": "default_pg", "1": "tp_group", "2": "dp_group"}
+_PG_DESC = {"0": "default_pg", "1": "tp_group", "2": "dp_group", "3": "reduce_scatter_group"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class Pattern:
     style: Style = field(default_factory=Style)  # trace conventions and noise shapes
     #: the step's structure when not :func:`one_step`'s (tests/independent/variants.py)
     step_fn: Callable[[Sched, Pattern, int], None] | None = None
+    extra_pgs: tuple[str, ...] = ()  # more process groups over every rank (pg_config)
 
 
 def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int | None,
@@ -118,8 +119,8 @@ def _dp_allreduce(s: Sched, p: Pattern, nbytes: float, tpg: int, dp: int) -> Non
         _coll(s, p, "allreduce", nbytes, COMM, COMPUTE, "0", "allreduce")
 
 
-def one_step(s: Sched, p: Pattern, k: int) -> None:
-    """One training step of pattern p on every rank; k counts steps from 0."""
+def step_begin(s: Sched, p: Pattern) -> None:
+    """Data loading (with the pattern's per rank-step delay) and the input copy."""
     n = s.n
     a = s.op_begin()
     load = p.load
@@ -130,6 +131,31 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
     a = s.op_begin()
     s.kernel(COMPUTE, "Memcpy HtoD (Pinned -> Device)", 40e-6 / n + 4e-6, cat="gpu_memcpy")
     s.op_end(a, "aten::copy_")
+
+
+def step_end(s: Sched, p: Pattern, sync_step: bool, fsdp: bool, opt: float) -> None:
+    """The compute stream joins the NCCL stream, the optimizer (``opt`` s) on sync steps, and
+    ``loss.item()``."""
+    a = s.op_begin()
+    s.wait_stream(COMPUTE, COMM)
+    s.op_end(a, "FullyShardedDataParallel._post_backward_final_callback" if fsdp else
+             "torch.distributed.ddp.reducer::finalize_backward")  # fmt: skip
+    if sync_step:
+        a = s.op_begin()
+        s.kernel(COMPUTE, ADAM, opt, device=0)
+        s.op_end(a, "Optimizer.step#AdamW.step", "user_annotation")
+    a = s.op_begin()
+    b = s.op_begin()
+    s.kernel(COMPUTE, "Memcpy DtoH (Device -> Pageable)", 3e-6, cat="gpu_memcpy")
+    s.sync(COMPUTE)
+    s.op_end(b, "aten::_local_scalar_dense")
+    s.op_end(a, "aten::item")
+
+
+def one_step(s: Sched, p: Pattern, k: int) -> None:
+    """One training step of pattern p on every rank; k counts steps from 0."""
+    n = s.n
+    step_begin(s, p)
     fsdp = p.name.startswith("fsdp")
     tp = p.name.startswith("tp") or p.tp_size > 0
     tpg = p.tp_size or 0
@@ -180,21 +206,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
         s.host(8e-6)
     if p.bcast_bytes and n > 1:
         _coll(s, p, "broadcast", p.bcast_bytes, COMM, COMPUTE, "0", "broadcast")
-    a = s.op_begin()
-    s.wait_stream(COMPUTE, COMM)
-    s.op_end(a, "FullyShardedDataParallel._post_backward_final_callback" if fsdp else
-             "torch.distributed.ddp.reducer::finalize_backward")  # fmt: skip
-    if sync_step:
-        a = s.op_begin()
-        opt = p.optimizer / g if fsdp else p.optimizer
-        s.kernel(COMPUTE, ADAM, opt, device=0)
-        s.op_end(a, "Optimizer.step#AdamW.step", "user_annotation")
-    a = s.op_begin()
-    b = s.op_begin()
-    s.kernel(COMPUTE, "Memcpy DtoH (Device -> Pageable)", 3e-6, cat="gpu_memcpy")
-    s.sync(COMPUTE)
-    s.op_end(b, "aten::_local_scalar_dense")
-    s.op_end(a, "aten::item")
+    step_end(s, p, sync_step, fsdp, p.optimizer / g if fsdp else p.optimizer)
 
 
 def run(p: Pattern, n: int, steps: int, seed: int, record: bool) -> tuple[Sched, list[np.ndarray]]:
@@ -254,6 +266,7 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
             pgs.append(_pg("2", list(range(r % t, n, t))))
         elif p.name.startswith("tp"):
             pgs.append(_pg("1", list(range(n))))
+        pgs += [_pg(name, list(range(n))) for name in p.extra_pgs]
         pid = 211_000 + 17 * r
         dev = r % gpn
         off = float(host_skew[r // gpn]) if p.skew else 0.0

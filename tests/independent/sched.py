@@ -163,11 +163,21 @@ class Sched:
 
     def wait_stream(self, waiter: int, producer: int) -> None:
         """cudaEventRecord on producer + cudaStreamWaitEvent on waiter (as ``style.waits``)."""
+        self.wait_event(waiter, self.record_event(producer))
+
+    def record_event(self, producer: int) -> tuple[Vec, int, int]:
+        """An event recorded on ``producer`` now: (its work so far, record correlation, stream)."""
         done = self.stream(producer).copy()
+        corr = self.runtime("cudaEventRecord", 1.5e-6) if self.style.waits != "none" else -1
+        return done, corr, producer
+
+    def wait_event(self, waiter: int, event: tuple[Vec, int, int]) -> None:
+        """``waiter`` waits for a recorded event (host call, plus Kineto's GPU-side record of
+        it under ``style.waits == "events"``; nothing at all under "none")."""
+        done, record, producer = event
         self.free[waiter] = np.maximum(self.stream(waiter), done)
         if self.style.waits == "none":
             return
-        record = self.runtime("cudaEventRecord", 1.5e-6)
         a = self.h.copy()
         wait = self.runtime("cudaStreamWaitEvent", 1.2e-6)
         if self.style.waits == "events":  # CUPTI's record of the call, on the waiting stream

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .gen import PATTERNS, Pattern
-from .sched import Style
+from .gen import PATTERNS, Pattern, _p
+from .sched import Net, Style
+from .structures import fsdp_prefetch_step, megatron_step
 
 
 def _styled(base: str, **style: object) -> Callable[[], Pattern]:
@@ -40,6 +41,70 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
     "comm_types/fp32": _styled("comm_types", fp32=True),
     "fsdp/fsdp2-names": _styled("fsdp", coalesced=True),
     # all of the above at once: a PyTorch >= 2.4 FSDP2 job profiled with cuda_sync events
+    "fsdp/prefetch": lambda: _p(
+        "fsdp_prefetch",
+        (1, 2, 4, 8),
+        layer_bytes=60e6,
+        fwd=4e-3,
+        step_fn=fsdp_prefetch_step,
+        extra_pgs=("3",),
+    ),
+    "fsdp/prefetch-events": lambda: replace(
+        VARIANTS["fsdp/prefetch"](), style=Style(waits="events")
+    ),
+    "tp/megatron": lambda: _p(
+        "tp_megatron", (1, 2, 4, 8), fwd=3e-3, act_bytes=16e6, step_fn=megatron_step
+    ),
+    "tp/megatron-sp": lambda: _p(
+        "tp_megatron_sp", (1, 2, 4, 8), fwd=3e-3, act_bytes=16e6, step_fn=megatron_step
+    ),
+    # 4 GPUs per node measured at 1, 2, 4, 8: the inter-node tier IS measured at 8
+    "multinode/4-per-node": lambda: _p(
+        "multinode_4pn",
+        (1, 2, 4, 8),
+        skew=2e-3,
+        legacy_names=True,
+        fwd=6e-3,
+        net=Net(
+            alpha=6e-6,
+            bandwidth=150e9,
+            inter_alpha=30e-6,
+            inter_bandwidth=25e9,
+            gpus_per_node=4,
+            flat=False,
+        ),
+    ),
+    # 8 GPUs per node measured at 1..8: the tier is never measured (the user supplies it)
+    "multinode/unmeasured-tier": lambda: _p(
+        "multinode_8pn",
+        (1, 2, 4, 8),
+        skew=2e-3,
+        fwd=6e-3,
+        net=Net(
+            alpha=6e-6,
+            bandwidth=150e9,
+            inter_alpha=30e-6,
+            inter_bandwidth=25e9,
+            gpus_per_node=8,
+            flat=False,
+        ),
+    ),
+    # an optimizer step every 3rd step, 8 measured steps (not a whole number of cycles)
+    "grad_accum/every-3rd": lambda: _p(
+        "grad_accum_3", (1, 2, 4, 8), accumulate=3, steps=8, fwd=1.5e-3
+    ),
+    "heavy_tail/lognormal": lambda: replace(
+        _p("heavy_tail_ln", (1, 2, 4, 8), tail=1e-3, tail_shape=1.0, steps=10, truth_steps=400),
+        style=Style(delay="lognormal"),
+    ),
+    # 3% of rank-steps stall 25 ms
+    "heavy_tail/stalls": lambda: replace(
+        _p("heavy_tail_st", (1, 2, 4, 8), tail=25e-3, tail_shape=0.03, steps=10, truth_steps=400),
+        style=Style(delay="stall"),
+    ),
+    "tp/lognormal-noise": _styled("tp", noise="lognormal"),
+    "fsdp/host-thread": _styled("fsdp", host2=True),
+    "grad_accum/host-thread": _styled("grad_accum", host2=True, noise="lognormal"),
     "fsdp/fsdp2": _styled(
         "fsdp", waits="events", bwd_thread=True, first_step=37, fp32=True, coalesced=True
     ),

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tracescale.replay.cycles import weighted_mean
 from tracescale.replay.project import ReplayStudy, bootstrap_mean, tier_warning
 from tracescale.replay.run import RunReplay
 from tracescale.replay.scenario import scenario_study, unreplayable
@@ -39,6 +40,18 @@ def _speedup(t_base: float, t: float, base_n: int, n: int, mode: str) -> float:
     return (n / base_n if mode == "weak" else 1.0) * t_base / t
 
 
+def _cycle_factor(study: ReplayStudy, base_n: int) -> float:
+    """The baseline run's cycle-weighted mean step over its plain mean (its replayed rank's
+    steps; ``replay.cycles``): the projections weigh each phase of a cycle equally, so the
+    baseline they are divided by must too."""
+    for run in study.runs:
+        if run.world_size == base_n and run.kept.any():
+            steps = run.measured[run.kept]
+            plain = float(np.mean(steps))
+            return weighted_mean(steps, run.weights) / plain if plain > 0 else 1.0
+    return 1.0
+
+
 def _base_interval(study: ReplayStudy, t_base: float, base_n: int) -> tuple[float, float]:
     """90% interval of the baseline's measured mean step, as a bootstrap over its replayed
     rank's steps gives it relative to their mean: a speedup divides by a measured, noisy
@@ -46,10 +59,10 @@ def _base_interval(study: ReplayStudy, t_base: float, base_n: int) -> tuple[floa
     for run in study.runs:
         if run.world_size == base_n and run.kept.any():
             steps = run.measured[run.kept]
-            mean = float(np.mean(steps))
+            mean = weighted_mean(steps, run.weights)
             if mean <= 0:
                 break
-            lo, hi = bootstrap_mean(steps, 0)
+            lo, hi = bootstrap_mean(steps, 0, mean)
             return min(t_base * lo / mean, t_base), max(t_base * hi / mean, t_base)
     return t_base, t_base
 
@@ -111,7 +124,8 @@ def _t1_interval(study: ReplayStudy, t1: float, base_n: int) -> tuple[float, flo
     projection's interval at N=1."""
     first = study.runs[0]
     if base_n == 1 and first.world_size == 1 and first.kept.any():
-        lo, hi = bootstrap_mean(first.measured[first.kept], 0)
+        steps = first.measured[first.kept]
+        lo, hi = bootstrap_mean(steps, 0, weighted_mean(steps, first.weights))
         return min(lo, t1), max(hi, t1)
     lo, hi = study.project(1).ci90
     return min(lo, t1), max(hi, t1)
@@ -163,7 +177,7 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     mode = str(scaling["mode"])
     points = scaling["points"]
     base_n = int(scaling["baseline_world_size"])
-    t_base = float(points[0]["step_time_s"])
+    t_base = float(points[0]["step_time_s"]) * _cycle_factor(study, base_n)
     warnings: list[str] = []
     base = (t_base, *_base_interval(study, t_base, base_n))
     for key in ("projections", "curve"):

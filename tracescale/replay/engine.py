@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.compiled import Compiled
-from tracescale.replay.graph import DEV, SYNC, Graph
+from tracescale.replay.graph import DCOLL, DEV, SYNC, Graph
 
 F64 = npt.NDArray[np.float64]
 
@@ -39,24 +39,35 @@ def _pass(
     fixed: Any,
     tail: Any,
     release: Any,
+    pre: Any,
     start: Any,
     end: Any,
     free: Any,
+    synced: Any,
 ) -> None:
     """The replay pass proper, over arrays (compiled) or lists (plain Python): ``free`` holds
-    each resource's end so far, -1e18 before its first node."""
+    each resource's end so far, -1e18 before its first node, ``synced`` that end when the
+    resource's last node was a device collective (which ends on every rank together), else
+    -1e18. ``pre``: a wait after the node's own predecessors are done, which only a device
+    collective ending later on the same stream absorbs (a collective waiting for the slowest
+    rank: ranks queued behind the previous collective on its stream arrive together)."""
     for i in order:
         r = res[i]
-        s = free[r]
-        rel = release[i]
-        if rel > s:
-            s = rel
+        s = release[i]
+        if free[r] > synced[r] and free[r] > s:
+            s = free[r]
         j = dep[i]
         if j >= 0:
             t = end[j] + lag[i]
             if t > s:
                 s = t
         j2 = dep2[i]
+        if kind[i] != SYNC and j2 >= 0 and end[j2] > s:
+            s = end[j2]
+        s += pre[i]
+        if free[r] > s:
+            s = free[r]
+        k = kind[i]
         if kind[i] == SYNC:
             if j2 < 0:
                 e = s + d[i]
@@ -66,12 +77,11 @@ def _pass(
                 if t2 > e:
                     e = t2
         else:
-            if j2 >= 0 and end[j2] > s:
-                s = end[j2]
             e = s + d[i]
         start[i] = s
         end[i] = e
         free[r] = e
+        synced[r] = e if k == DCOLL else -1e18
 
 
 #: Compiled once per machine (numba's on-disk cache); projections replay the same graph dozens
@@ -79,8 +89,10 @@ def _pass(
 _compiled: Compiled | None = Compiled(_pass)
 
 
-def replay(graph: Graph, dur: F64 | None = None) -> Replayed:
-    """Replay ``graph`` with ``dur`` (seconds per node; the measured durations when None)."""
+def replay(graph: Graph, dur: F64 | None = None, pre: F64 | None = None) -> Replayed:
+    """Replay ``graph`` with ``dur`` (seconds per node; the measured durations when None) and
+    ``pre`` (seconds per node waited before it unless its resource is busy longer; none when
+    None)."""
     n = len(graph)
     t0 = float(graph.start.min()) if n else 0.0
     d = graph.dur / 1e9 if dur is None else np.asarray(dur, dtype=np.float64)
@@ -88,6 +100,7 @@ def replay(graph: Graph, dur: F64 | None = None) -> Replayed:
     fixed = graph.fixed / 1e9
     tail = graph.tail / 1e9
     release = (graph.release - t0) / 1e9
+    wait = np.zeros(n) if pre is None else np.asarray(pre, dtype=np.float64)
     n_res = int(graph.res.max()) + 1 if n else 0
     kernel = _compiled.get(n) if _compiled is not None else None
     if kernel is not None and n:
@@ -96,7 +109,7 @@ def replay(graph: Graph, dur: F64 | None = None) -> Replayed:
         free = np.full(n_res, -1e18)
         kernel(
             graph.order.astype(np.int64, copy=False), graph.kind, graph.res, graph.dep, graph.dep2,
-            d, lag, fixed, tail, release, start, end, free,
+            d, lag, fixed, tail, release, wait, start, end, free, np.full(n_res, -1e18),
         )  # fmt: skip
         return Replayed(start, end, step_times(graph, start, end))
     st: list[float] = [0.0] * n
@@ -104,7 +117,7 @@ def replay(graph: Graph, dur: F64 | None = None) -> Replayed:
     _pass(
         graph.order.tolist(), graph.kind.tolist(), graph.res.tolist(), graph.dep.tolist(),
         graph.dep2.tolist(), d.tolist(), lag.tolist(), fixed.tolist(), tail.tolist(),
-        release.tolist(), st, en, [-1e18] * n_res,
+        release.tolist(), wait.tolist(), st, en, [-1e18] * n_res, [-1e18] * n_res,
     )  # fmt: skip
     sa, ea = np.asarray(st), np.asarray(en)
     return Replayed(sa, ea, step_times(graph, sa, ea))

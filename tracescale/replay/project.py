@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from tracescale.replay.comm import CommModel, fit_comm, unmeasured_inter_range
+from tracescale.replay.cycles import weighted_mean
 from tracescale.replay.delays import DelayModel, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
@@ -86,6 +88,25 @@ class ReplayStudy:
 
         ``tail_alt``: -1/+1 take the low/high end of the slowest rank's growth (the upper
         tail's uncertainty) instead of its point estimate."""
+        dur, pre, var = self.split_durations(n, alt, infinite, comm_alt, tail_alt)
+        return dur + pre, var
+
+    def replayed_steps(self, n: int, **how: Any) -> F64:
+        """The kept steps replayed at ``n`` (``how``: :meth:`split_durations`' options), each
+        collective's wait for the slowest rank absorbed where its stream is busy longer."""
+        dur, pre, _ = self.split_durations(n, **how)
+        return replay(self.base.graph, dur, pre).step_time[self.base.kept]
+
+    def split_durations(
+        self,
+        n: int,
+        alt: bool = False,
+        infinite: bool = False,
+        comm_alt: bool = False,
+        tail_alt: int = 0,
+    ) -> tuple[F64, F64, float]:
+        """:meth:`durations` with each collective's wait for the slowest rank apart: (node
+        durations, waits before them, variability per step)."""
         base = self.base
         g = base.graph
         ref = base.world_size
@@ -99,11 +120,13 @@ class ReplayStudy:
             at = base.delay_node
             scaled[at] = np.maximum(dur[at] - base.delay_excess, 0.0) * ratio[g.group[at]]
         var_total = 0.0
+        pre = np.zeros(len(dur))
         c = base.coll
         if len(c):
             host_scale, dev_scale = self._work_scales(n, alt)
             nodes = c["node"].to_numpy()
             new = np.empty(len(c))
+            waits = np.zeros(len(c))
             for i, row in enumerate(c.itertuples(index=False)):
                 if infinite:  # transfers vanish, waits for a late rank stay
                     new[i] = float(row.wait)
@@ -121,10 +144,12 @@ class ReplayStudy:
                     late = self._wait_terms(int(row.position), n, hs, dev_scale)[tail_alt + 1]
                     w = max(late - float(row.systematic) - float(row.rest) * dev_scale, 0.0)
                 var_total += w
-                new[i] = t + w
+                new[i] = t
+                waits[i] = w
             scaled[nodes] = new
+            pre[nodes] = waits
         steps = max(int(np.isfinite(base.measured).sum()), 1)
-        return scaled, var_total / steps
+        return scaled, pre, var_total / steps
 
     def _work_scales(self, n: int, alt: bool = False) -> tuple[float, float]:
         """How the base run's host gaps and kernels, in total, scale from N_max to ``n``."""
@@ -171,27 +196,20 @@ class ReplayStudy:
         return got
 
     def _project(self, n: int, seed: int) -> ReplayPoint:
-        dur, var = self.durations(n)
-        kept = self.base.kept
-        steps = replay(self.base.graph, dur).step_time[kept]
-        alt = replay(self.base.graph, self.durations(n, alt=True)[0]).step_time[kept]
-        t = float(np.mean(steps))
-        lo, hi = bootstrap_mean(steps, seed + n)
-        t_alt = float(np.mean(alt))
-        t_comm = float(
-            np.mean(replay(self.base.graph, self.durations(n, comm_alt=True)[0]).step_time[kept])
-        )
+        var = self.split_durations(n)[2]
+        w = self.base.weights
+        steps = self.replayed_steps(n)
+        alt = self.replayed_steps(n, alt=True)
+        t = weighted_mean(steps, w)
+        lo, hi = bootstrap_mean(steps, seed + n, t)
+        t_alt = weighted_mean(alt, w)
+        t_comm = weighted_mean(self.replayed_steps(n, comm_alt=True), w)
         doublings = abs(np.log2(max(n, 1) / self.base.world_size))
         # Model error per doubling of N: the laws' cross-validated error, and the measured miss
         # of the same method projecting the next-largest run to the largest (at least 1%).
         per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
         u = per_doubling * doublings
-        t_tail = [
-            float(
-                np.mean(replay(self.base.graph, self.durations(n, tail_alt=k)[0]).step_time[kept])
-            )
-            for k in (-1, 1)
-        ]
+        t_tail = [weighted_mean(self.replayed_steps(n, tail_alt=k), w) for k in (-1, 1)]
         lo = min(float(lo), t_alt, t_comm, *t_tail, t / (1 + u), t)
         hi = max(float(hi), t_alt, t_comm, *t_tail, t * (1 + u), t)
         return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
@@ -214,22 +232,25 @@ class ReplayStudy:
         """T_inf and its 90% interval: bootstrap over the replayed steps, widened by the replay
         under each group's runner-up law (whose constant part may differ: model-form spread)."""
         kept = self.base.kept
+        w = self.base.weights
         steps = replay(self.base.graph, self.durations(1, infinite=True)[0]).step_time[kept]
         alt_dur = self.durations(1, alt=True, infinite=True)[0]
-        t_alt = float(np.mean(replay(self.base.graph, alt_dur).step_time[kept]))
-        t = float(np.mean(steps))
-        lo, hi = bootstrap_mean(steps, seed)
+        t_alt = weighted_mean(replay(self.base.graph, alt_dur).step_time[kept], w)
+        t = weighted_mean(steps, w)
+        lo, hi = bootstrap_mean(steps, seed, t)
         return t, min(lo, t_alt, t), max(hi, t_alt, t)
 
 
-def bootstrap_mean(steps: F64, seed: int) -> tuple[float, float]:
-    """5-95% interval of the mean step over a bootstrap of ``steps``."""
+def bootstrap_mean(steps: F64, seed: int, centre: float | None = None) -> tuple[float, float]:
+    """5-95% interval of the mean step over a bootstrap of ``steps``, moved to ``centre`` (a
+    cycle-weighted mean) when given."""
     if len(steps) == 0:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(steps), size=(_BOOT, len(steps)))
     lo, hi = np.percentile(steps[idx].mean(axis=1), [5.0, 95.0])
-    return float(lo), float(hi)
+    shift = 0.0 if centre is None else centre - float(np.mean(steps))
+    return float(lo) + shift, float(hi) + shift
 
 
 def fit_replay(

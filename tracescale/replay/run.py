@@ -17,6 +17,7 @@ from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
+from tracescale.replay.cycles import cycle_weights
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
@@ -60,6 +61,11 @@ class RunReplay:
     def kept(self) -> npt.NDArray[np.bool_]:
         """Steps the analysis kept (``--steps``): the ones with a measured time."""
         return np.isfinite(self.measured)
+
+    @property
+    def weights(self) -> F64:
+        """Per kept step, its weight in the mean step (``replay.cycles``)."""
+        return cycle_weights(self.graph, self.kept)
 
     @property
     def replay_error(self) -> float:
