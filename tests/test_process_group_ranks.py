@@ -22,6 +22,7 @@ from tracescale.ingest.groups import (
     group_table,
     key_members,
     key_name,
+    key_role,
     members_text,
     parse_ranks,
 )
@@ -225,5 +226,27 @@ def test_progression_args_complete_a_cut_or_absent_list(tmp_path: Path) -> None:
         "7": "7:0...",
         "9": "9:2-23/3",
     }
+    lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
+    assert group_table(lenient).groups == table.groups
+
+
+def test_description_names_the_role() -> None:
+    assert group_key("3", (0, 2), (), "mesh_dp") == "3(mesh_dp):0,2"
+    assert key_role("3(mesh_dp):0,2") == "mesh_dp"
+    assert key_role("3:0,2") == "3"
+    assert key_role("3(mesh_dp)") == "mesh_dp"
+    assert key_members("3(mesh_dp):0,2") == (0, 2)
+
+
+def test_description_read_and_undefined_dropped(tmp_path: Path) -> None:
+    t = MiniTrace(rank=0, world_size=4)
+    t.step(1, 0, 1000)
+    t.nccl(10, 50, extra={**_nccl_args("1", 2, "[0, 1]"), "Process Group Description": "mesh_tp"})
+    t.nccl(
+        100, 50, extra={**_nccl_args("2", 2, "[0, 2]"), "Process Group Description": "undefined"}
+    )
+    path = t.write(tmp_path / "rank0.json")
+    table = group_table(load_trace(str(path)))
+    assert sorted(g.key for g in table.groups) == ["1(mesh_tp):0,1", "2:0,2"]
     lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
     assert group_table(lenient).groups == table.groups

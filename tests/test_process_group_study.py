@@ -70,8 +70,18 @@ def test_strided_groups_across_nodes_meet_targets(
     assert replay["tiers_measured"] == ["inter", "intra"]
     # strides measured over the runs: pairs stay contiguous, data parallel keeps stride 2
     assert replay["group_layouts"] == {
-        "1": {"stride": 1, "at_world_size": max(sizes), "stride_grows": False, "inferred": False},
-        "2": {"stride": 2, "at_world_size": max(sizes), "stride_grows": False, "inferred": False},
+        "tp_group": {
+            "stride": 1,
+            "at_world_size": max(sizes),
+            "stride_grows": False,
+            "inferred": False,
+        },
+        "dp_group": {
+            "stride": 2,
+            "at_world_size": max(sizes),
+            "stride_grows": False,
+            "inferred": False,
+        },
     }
     assert not any("no inter-node collective" in a for a in replay["assumptions"])
     got = {proj["world_size"]: proj for proj in entry["scaling"]["projections"]}
@@ -91,11 +101,12 @@ def test_pairs_on_different_nodes_are_separate_instances(tmp_path: Path) -> None
     (run,) = study.runs_by_study[0]
     c = run.collectives
     pgs = c.groupby("rank")["pg"].agg(lambda s: sorted(set(s))).to_dict()
+    tp, dp = "1(tp_group)", "2(dp_group)"  # name (description): the description is the role
     assert pgs == {
-        0: ["1:0,1", "2:0,2"],
-        1: ["1:0,1", "2:1,3"],
-        2: ["1:2,3", "2:0,2"],
-        3: ["1:2,3", "2:1,3"],
+        0: [f"{tp}:0,1", f"{dp}:0,2"],
+        1: [f"{tp}:0,1", f"{dp}:1,3"],
+        2: [f"{tp}:2,3", f"{dp}:0,2"],
+        3: [f"{tp}:2,3", f"{dp}:1,3"],
     }
     # every instance matched on exactly its two members
     assert (c.groupby(["pg", "collective", "seq"]).size() == 2).all()
@@ -110,11 +121,11 @@ def test_layout_read_from_one_run_is_stated(tmp_path: Path) -> None:
     study = analyze(tmp_path, project=[8], jobs=1, no_cache=True)
     replay = study.studies[0]["scaling"]["replay"]
     assert replay["group_layouts"] == {
-        "1": {"stride": 1, "at_world_size": 4, "stride_grows": False, "inferred": False},
-        "2": {"stride": 2, "at_world_size": 4, "stride_grows": True, "inferred": True},
+        "tp_group": {"stride": 1, "at_world_size": 4, "stride_grows": False, "inferred": False},
+        "dp_group": {"stride": 2, "at_world_size": 4, "stride_grows": True, "inferred": True},
     }
     stated = [a for a in replay["assumptions"] if "inferred" in a]
     assert stated == [
         "tiers follow each group's members; layouts inferred from one run's member lists: "
-        "group 2's member stride (2 at N=4) grows like N"
+        "group dp_group's member stride (2 at N=4) grows like N"
     ]

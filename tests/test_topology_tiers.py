@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tracescale.replay.comm import fit_comm
+from tracescale.replay.comm import fit_comm, group_laws
 from tracescale.replay.topology import INTER, INTRA, Layout, group_layouts, measured_tier, tier_at
 from tracescale.scaling.comm import factors
 
@@ -118,3 +118,23 @@ def test_alpha_beta_per_tier_from_small_strided_groups() -> None:
     got = model.transfer("allreduce", "RING_SIMPLE", 1e6, 2, 16, 64, pg="2:0,8")
     assert got == pytest.approx(want, rel=1e-6)
     assert model.tier_at(2, "1:0,1", 16, 64) == INTRA
+
+
+def test_roles_follow_the_description_across_world_sizes() -> None:
+    """DeviceMesh names each slice's group in creation order: data parallel is "3" at N=4 and
+    "5" at N=8, while its description "mesh_dp" stays. By name each would be seen in one run
+    (a fixed size); by description the size law and the layout are measured over both."""
+    rows = _rows(
+        [
+            (4, "1(mesh_tp):0,1", 2), (8, "1(mesh_tp):0,1", 2),
+            (4, "3(mesh_dp):0,2", 2), (8, "5(mesh_dp):0-6/2", 4),
+        ]
+    )  # fmt: skip
+    laws = group_laws(rows)
+    assert laws == {"mesh_tp": False, "mesh_dp": True}
+    assert group_layouts(rows, laws) == {
+        "mesh_tp": Layout(1, 8, grows=False, inferred=False),
+        "mesh_dp": Layout(2, 8, grows=False, inferred=False),
+    }
+    bare = rows.assign(pg=rows["pg"].str.replace(r"\(mesh_\w+\)", "", regex=True))
+    assert group_laws(bare) == {"1": False, "3": False, "5": False}

@@ -221,6 +221,7 @@ def hta_trace_to_rank_trace(analysis: Any, rank: int) -> RankTrace:
         is_device=device_cats[c32[0]] if n else np.zeros(0, dtype=np.bool_),
         pg_name=np.full(len(start), -1, dtype=np.int32),  # HTA's frames drop it
         pg_ranks=np.full(len(start), -1, dtype=np.int32),
+        pg_desc=np.full(len(start), -1, dtype=np.int32),
         rank_start=np.full(len(start), -1, dtype=np.int32),
         rank_stride=np.full(len(start), -1, dtype=np.int32),
     )

@@ -57,6 +57,7 @@ STRING_COLUMNS = (
     "input_type",
     "pg_name",
     "pg_ranks",
+    "pg_desc",
 )
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _PH = attrgetter("ph")
@@ -219,6 +220,7 @@ class Builder:
             list(map(_raw_text, map(attrgetter("input_type"), args))),
             list(map(attrgetter("pg_name"), args)),
             list(map(_raw_text, map(attrgetter("pg_ranks"), args))),
+            list(map(attrgetter("pg_desc"), args)),
         ]
         del args
         flat = np.empty(n * len(str_lists), dtype=object)
@@ -287,6 +289,7 @@ class Builder:
             input_type=opt("input_type"),
             pg_name=opt("pg_name"),
             pg_ranks=opt("pg_ranks"),
+            pg_desc=opt("pg_desc"),
             rank_start=rank_col("rank_start"),
             rank_stride=rank_col("rank_stride"),
             is_device=device_cats[cat_ids],

@@ -334,7 +334,14 @@ _INT_ARGS = {
     "wait_on_stream",
     "wait_on_cuda_event_record_corr_id",
 }
-_STR_ARGS = {"Collective name", "dtype", "name", "labels", "Process Group Name"}
+_STR_ARGS = {
+    "Collective name",
+    "dtype",
+    "name",
+    "labels",
+    "Process Group Name",
+    "Process Group Description",
+}
 
 
 #: Args kept as their JSON text (shapes and dtypes of an op's inputs).

@@ -33,6 +33,8 @@ I32 = npt.NDArray[np.int32]
 
 #: How many ranks PyTorch lists before cutting the list (``kTruncatLength``).
 LISTED_AT_MOST = 30
+#: The description PyTorch gives a group created without one: no role.
+_NO_DESC = "undefined"
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,14 @@ class ProcessGroup:
     ranks: tuple[int, ...] | None
     #: Ranks the text lists when the list was cut (its first 30), else ()
     listed: tuple[int, ...] = ()
+    #: ``Process Group Description`` (DeviceMesh: ``mesh_<dim>``); '' when absent or
+    #: PyTorch's default ``undefined``
+    desc: str = ""
 
     @property
     def key(self) -> str:
-        """The instance key's group part: ``name:members`` (see :func:`group_key`)."""
-        return group_key(self.name, self.ranks, self.listed)
+        """The instance key's group part: ``name(desc):members`` (see :func:`group_key`)."""
+        return group_key(self.name, self.ranks, self.listed, self.desc)
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,15 @@ def members_text(ranks: tuple[int, ...]) -> str:
     return ",".join(runs)
 
 
-def group_key(name: str, ranks: tuple[int, ...] | None, listed: tuple[int, ...] = ()) -> str:
+def group_key(
+    name: str, ranks: tuple[int, ...] | None, listed: tuple[int, ...] = (), desc: str = ""
+) -> str:
     """``name:members`` when the members are known; ``name:first...`` when the list was cut
-    (the first listed rank tells disjoint groups of one name apart); else ``name``."""
+    (the first listed rank tells disjoint groups of one name apart); else ``name``. A
+    description is kept beside the name, ``name(desc)``: it names the group's role
+    (:func:`key_role`), which holds across world sizes where the name may not."""
+    if desc:
+        name = f"{name}({desc})"
     if ranks:
         return f"{name}:{members_text(ranks)}"
     if listed:
@@ -137,9 +148,19 @@ def key_members(key: str) -> tuple[int, ...] | None:
 
 
 def key_name(key: str) -> str:
-    """The group name of a key of :func:`group_key`."""
+    """The group name of a key of :func:`group_key` (with its description, if any)."""
     name, sep, _ = key.rpartition(":")
     return name if sep else key
+
+
+def key_role(key: str) -> str:
+    """What a group is across world sizes: its description when it has one (``mesh_dp``: a
+    DeviceMesh creates one group per slice and numbers them in creation order, so a name
+    means another group at another N), else its name."""
+    head = key_name(key)
+    if head.endswith(")") and "(" in head:
+        return head[head.index("(") + 1 : -1]
+    return head
 
 
 def _config_group(
@@ -159,6 +180,7 @@ def resolve_group(
     parsed: tuple[tuple[int, ...] | None, tuple[int, ...]] = (None, ()),
     start: int = -1,
     stride: int = -1,
+    desc: str = "",
 ) -> ProcessGroup:
     """A group from its args (``parsed``: :func:`parse_ranks` of its ranks text; ``start`` and
     ``stride``: ``Global rank start`` / ``Global rank stride``): members from the ranks text,
@@ -180,16 +202,19 @@ def resolve_group(
     if size <= 0 and ranks is not None:
         size = len(ranks)
     conf = (
-        _config_group(trace.meta.pg_config, rank, name, size) if ranks is None or not name else None
+        _config_group(trace.meta.pg_config, rank, name, size)
+        if ranks is None or not name or not desc
+        else None
     )
     if conf is not None and conf.ranks and (size <= 0 or len(conf.ranks) == size):
         if ranks is None:
             ranks = tuple(sorted(conf.ranks))
-        if ranks == tuple(sorted(conf.ranks)):
-            name = name or conf.name  # unnamed in the args: the pg_config group it is
+        if ranks == tuple(sorted(conf.ranks)):  # unnamed in the args: the pg_config group
+            name, desc = name or conf.name, desc or conf.desc
     if size <= 0 and ranks is not None:
         size = len(ranks)
-    return ProcessGroup(name=name, size=size, ranks=ranks, listed=listed if ranks is None else ())
+    desc = "" if desc == _NO_DESC else desc
+    return ProcessGroup(name, size, ranks, listed if ranks is None else (), desc)
 
 
 def group_table(trace: RankTrace) -> GroupTable:
@@ -208,6 +233,7 @@ def group_table(trace: RankTrace) -> GroupTable:
             ev.group_size[rows],
             ev.rank_start[rows].astype(np.int64),
             ev.rank_stride[rows].astype(np.int64),
+            ev.pg_desc[rows].astype(np.int64),
         ],
         axis=1,
     )
@@ -224,8 +250,9 @@ def group_table(trace: RankTrace) -> GroupTable:
             parsed.get(ranks_id, (None, ())),
             start,
             stride,
+            strings[desc_id] if desc_id >= 0 else "",
         )
-        for name_id, ranks_id, size, start, stride in distinct.tolist()
+        for name_id, ranks_id, size, start, stride, desc_id in distinct.tolist()
     )
     of_event[rows] = inverse.reshape(-1).astype(np.int32)
     return GroupTable(groups, of_event)

@@ -26,6 +26,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     group_size: int = msgspec.field(default=-1, name="Group size")
     dtype: str = ""
     pg_name: str = msgspec.field(default="", name="Process Group Name")
+    pg_desc: str = msgspec.field(default="", name="Process Group Description")
     seq: int = msgspec.field(default=-1, name="Seq")
     # the group's members as a progression, where the ranks text is cut or absent
     rank_start: int = msgspec.field(default=-1, name="Global rank start")

@@ -92,6 +92,7 @@ class EventColumns:
     is_device: BOOL
     pg_name: I32  # record_param_comms "Process Group Name" id, -1
     pg_ranks: I32  # raw JSON text of "Process Group Ranks" as a string id, -1 (ingest.groups)
+    pg_desc: I32  # "Process Group Description" id (DeviceMesh: "mesh_<dim>"), -1
     rank_start: I32  # "Global rank start": the group's first listed rank, -1
     rank_stride: I32  # "Global rank stride": its members' common difference (0: one rank), -1
 

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tracescale.ingest.groups import key_name
+from tracescale.ingest.groups import key_role
 from tracescale.replay.topology import INTER, INTRA, Layout, group_layouts, measured_tier, tier_at
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH, factors
 from tracescale.scaling.nnls import nnls
@@ -82,9 +82,9 @@ class CommModel:
     user_inter: AlphaBeta | None = None
     barrier_s: float = 0.0
     assumptions: tuple[str, ...] = field(default_factory=tuple)
-    #: process group name -> its size grows like N (else it stays as measured)
+    #: process group role (description, else name) -> its size grows like N (else it stays)
     proportional: Mapping[str, bool] = field(default_factory=dict)
-    #: process group name -> how its members lie among the ranks (``replay.topology``)
+    #: process group role -> how its members lie among the ranks (``replay.topology``)
     layouts: Mapping[str, Layout] = field(default_factory=dict)
 
     def tier_at(self, group: float, pg: str, ref_n: int, n: int) -> str:
@@ -94,7 +94,7 @@ class CommModel:
 
     def group_at(self, group: float, pg: str, ref_n: int, n: int) -> float:
         """Size at ``n`` ranks of a group of ``group`` ranks measured at ``ref_n``."""
-        grows = self.proportional.get(key_name(pg)) if pg else None
+        grows = self.proportional.get(key_role(pg)) if pg else None
         if grows is None:
             grows = group >= ref_n
         return group * n / ref_n if grows else group
@@ -213,10 +213,11 @@ def _robust_nnls(
 
 
 def group_laws(instances: pd.DataFrame) -> dict[str, bool]:
-    """Process group name -> whether its size follows N over the runs (else constant)."""
+    """Process group role (description, else name) -> whether its size follows N over the
+    runs (else constant)."""
     if "pg" not in instances or not len(instances):
         return {}
-    name = instances["pg"].fillna("").astype(str).map(key_name)
+    name = instances["pg"].fillna("").astype(str).map(key_role)
     out: dict[str, bool] = {}
     for pg, rows in instances[name != ""].groupby(name[name != ""]):
         per_n = rows.groupby("world_size")["group"].median().sort_index()

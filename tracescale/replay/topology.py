@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracescale.ingest.groups import key_members, key_name
+from tracescale.ingest.groups import key_members, key_role
 
 INTRA, INTER = "intra", "inter"
 
@@ -75,15 +75,15 @@ class Layout:
 
 
 def group_layouts(instances: pd.DataFrame, proportional: Mapping[str, bool]) -> dict[str, Layout]:
-    """Group name -> layout, from the member lists in the instance keys of every run
-    (``instances``: world_size, pg, group)."""
+    """Group role (description, else name) -> layout, from the member lists in the instance
+    keys of every run (``instances``: world_size, pg, group)."""
     if "pg" not in instances or not len(instances):
         return {}
     strides: dict[str, dict[int, list[int]]] = {}
     for pg, n in set(zip(instances["pg"].astype(str), instances["world_size"], strict=True)):
         stride = stride_of(key_members(pg))
         if stride is not None:
-            strides.setdefault(key_name(pg), {}).setdefault(int(n), []).append(stride)
+            strides.setdefault(key_role(pg), {}).setdefault(int(n), []).append(stride)
     out: dict[str, Layout] = {}
     for name, per_n in strides.items():
         ns = sorted(per_n)
@@ -96,7 +96,7 @@ def group_layouts(instances: pd.DataFrame, proportional: Mapping[str, bool]) -> 
             out[name] = Layout(d1, n1, grows, inferred=False)
             continue
         sizes = instances.loc[
-            (instances["world_size"] == n1) & (instances["pg"].astype(str).map(key_name) == name),
+            (instances["world_size"] == n1) & (instances["pg"].astype(str).map(key_role) == name),
             "group",
         ]
         size = float(np.median(sizes)) if len(sizes) else 0.0
@@ -124,7 +124,7 @@ def tier_at(
     if n == ref_n:
         return measured_tier(group, pg, gpus_per_node)
     stride = stride_of(members)
-    layout = layouts.get(key_name(pg))
+    layout = layouts.get(key_role(pg))
     if stride is None or layout is None:  # irregular members: kept while the size is
         if size_at_n == len(members):
             return measured_tier(group, pg, gpus_per_node)
