@@ -250,3 +250,25 @@ def test_description_read_and_undefined_dropped(tmp_path: Path) -> None:
     assert sorted(g.key for g in table.groups) == ["1(mesh_tp):0,1", "2:0,2"]
     lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
     assert group_table(lenient).groups == table.groups
+
+
+@pytest.mark.parametrize(
+    "value", [17, None, True, {"ranks": [0, 1]}, [[0, 1]], ["0", "1"], "[0, 1]\u00e9", 1e400]
+)
+def test_odd_ranks_values_read_as_unknown(tmp_path: Path, value: Any) -> None:
+    """Any JSON value in ``Process Group Ranks``: no traceback, members unknown (the name and
+    size still key the instance), the same on the scanner, typed and lenient readers."""
+    t = MiniTrace(rank=0, world_size=2)
+    t.step(1, 0, 1000)
+    t.nccl(10, 50, extra={"Process Group Name": "0", "Group size": 2})
+    assert t.events[-2]["cat"] == "kernel"
+    t.events[-2]["args"]["Process Group Ranks"] = value
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(t.to_dict()).replace("Infinity", "1e400"))
+    trace = load_trace(str(path))
+    texts = {trace.strings[i] for i in trace.events.pg_ranks.tolist() if i >= 0}
+    assert len(texts) == 1  # read as its raw JSON text
+    table = group_table(trace)
+    assert [g.key for g in table.groups] == ["0"]
+    lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
+    assert [g.key for g in group_table(lenient).groups] == ["0"]
