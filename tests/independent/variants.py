@@ -112,6 +112,7 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
         style=Style(delay="stall"),
     ),
     "tp/lognormal-noise": _styled("tp", noise="lognormal"),
+    "launch_bound/no-waits": _styled("launch_bound", waits="none", noise="lognormal"),
     "fsdp/host-thread": _styled("fsdp", host2=True),
     "grad_accum/host-thread": _styled("grad_accum", host2=True, noise="lognormal"),
     "fsdp/fsdp2": _styled(
