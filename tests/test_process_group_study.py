@@ -126,6 +126,7 @@ def test_layout_read_from_one_run_is_stated(tmp_path: Path) -> None:
     }
     stated = [a for a in replay["assumptions"] if "inferred" in a]
     assert stated == [
-        "tiers follow each group's members; layouts inferred from one run's member lists: "
-        "group dp_group's member stride (2 at N=4) grows like N"
+        "topology tiers follow each process group's member ranks (numbered node by node, 2 per "
+        "node); layouts inferred from one run's member lists: group dp_group's member stride "
+        "(2 at N=4) grows like N"
     ]

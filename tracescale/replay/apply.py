@@ -279,10 +279,16 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             *([tw] if tw else []),
             *(
                 [
-                    "tiers follow each group's members; layouts inferred from one run's member "
-                    "lists: " + ", ".join(v.describe(k) for k, v in sorted(inferred.items()))
+                    f"topology tiers follow each process group's member ranks (numbered node "
+                    f"by node, {comm.gpus_per_node} per node)"
+                    + (
+                        "; layouts inferred from one run's member lists: "
+                        + ", ".join(v.describe(k) for k, v in sorted(inferred.items()))
+                        if inferred
+                        else ""
+                    )
                 ]
-                if inferred
+                if comm.gpus_per_node is not None and comm.layouts
                 else []
             ),
             *(
