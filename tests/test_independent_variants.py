@@ -32,6 +32,12 @@ SMALL: dict[str, dict[str, object]] = {
     # FSDP with prefetch, waits named by cuda_sync events: each collective's wait for the
     # slowest rank vanishes where it queues behind the previous one on its stream
     "fsdp/prefetch-events": {"layers": 4, "steps": 4},
+    # Megatron-LM: GEMMs of several sizes per layer move between cuBLAS tiles as N grows
+    "tp/megatron": {"layers": 3, "steps": 4},
+    "tp/megatron-sp": {"layers": 3, "steps": 4},
+    # an optimizer step every 3rd step over 8 measured steps (2 cycles and a part); the
+    # forward GEMMs change tile at N = 8
+    "grad_accum/every-3rd": {"layers": 4, "steps": 8},
     # 4 GPUs per node measured at 1, 2, 4, 8 (inter-node measured at 8 only)
     "multinode/4-per-node": {"layers": 4, "steps": 3},
     # 8 GPUs per node measured up to 8: the user gives the inter-node link (below)

@@ -30,6 +30,7 @@ from tracescale.replay.cycles import weighted_mean
 from tracescale.replay.delays import DelayModel, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
+from tracescale.replay.kernel_pools import varying_kernel_laws
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
 from tracescale.replay.topology import INTER, measured_tier
@@ -277,6 +278,11 @@ def fit_replay(
             if name in r.group_time
         ]
         laws[name] = fit_law([p[0] for p in pts], [p[1] for p in pts])
+    laws.update(
+        varying_kernel_laws(
+            [r.world_size for r in runs], [r.kernels for r in runs], [r.device_factor for r in runs]
+        )
+    )
     frames = [r.coll.assign(world_size=r.world_size) for r in runs if len(r.coll)]
     inst = (
         pd.concat(frames, ignore_index=True)

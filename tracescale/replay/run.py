@@ -21,6 +21,7 @@ from tracescale.replay.cycles import cycle_weights
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
+from tracescale.replay.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.variability import OffsetPool, arrival_offsets, own_delays
 
 F64 = npt.NDArray[np.float64]
@@ -56,6 +57,9 @@ class RunReplay:
     #: of the measured run is not counted twice.
     delay_node: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     delay_excess: F64 = field(default_factory=lambda: np.zeros(0))
+    #: Kernel counts and times per launching op per step (names that vary with N are fitted
+    #: per launching op: ``replay.kernel_pools``).
+    kernels: KernelTables = field(default_factory=lambda: KernelTables({}, {}))
 
     @property
     def kept(self) -> npt.NDArray[np.bool_]:
@@ -141,6 +145,7 @@ def replay_run(
     for g, name in enumerate(graph.groups):
         if sums[g] > 0:
             group_time[name] = float(sums[g]) / nsteps
+    kernels = kernel_tables(graph, graph_steps, nsteps)
     delays = own_delays(run)
     delay_node, delay_excess = _delay_gaps(graph, keep, delays, rank)
     for node, ex in zip(delay_node.tolist(), delay_excess.tolist(), strict=True):
@@ -195,6 +200,7 @@ def replay_run(
         delays=delays.to_numpy(dtype=np.float64),
         delay_node=delay_node,
         delay_excess=delay_excess,
+        kernels=kernels,
     )
 
 
