@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.independent.gen import PATTERNS, Pattern, build_study
+from tests.independent.targets import assert_meets_targets
 from tracescale.api import analyze
 
 #: Small studies (few layers and steps) that keep each case to a few seconds.
@@ -49,17 +50,7 @@ def test_projection_meets_targets(tmp_path: Path, name: str) -> None:
     where = tmp_path / name.replace("/", "_")
     truth = build_study(p, str(where))
     study = analyze(where, project=list(p.targets), jobs=1, no_cache=True)
-    entry = study.studies[0]
-    for run in entry["runs"]:
-        assert run["replay_error"] <= 0.02, (run["world_size"], run["replay_error"])
-    got = {proj["world_size"]: proj for proj in entry["scaling"]["projections"]}
-    for k, n in zip((2, 4, 8), p.targets, strict=True):
-        true = truth["speedup"][str(n)]  # type: ignore[index]
-        proj = got[n]
-        lo, hi = proj["speedup_ci90"]
-        error = proj["speedup"] / true - 1
-        assert abs(error) <= (0.10 if k <= 4 else 0.15), (n, proj["speedup"], true)
-        assert lo <= true <= hi, (n, lo, true, hi)
+    assert_meets_targets(study.studies[0], truth, p.targets)
 
 
 def test_truth_matches_the_written_traces(tmp_path: Path) -> None:

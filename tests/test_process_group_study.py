@@ -19,6 +19,7 @@ import pytest
 
 from tests.independent.gen import PATTERNS, Pattern, build_study
 from tests.independent.sched import Net
+from tests.independent.targets import assert_meets_targets
 from tracescale.api import analyze
 
 
@@ -44,27 +45,28 @@ def _across_nodes(gpus_per_node: int, sizes: tuple[int, ...], skew: float = 0.0)
 
 
 @pytest.mark.parametrize(
-    ("gpus_per_node", "sizes", "skew"),
+    ("gpus_per_node", "sizes", "skew", "steps"),
     [
         # {0,2} already spans two nodes at N=4: a 2-rank group across nodes
-        (2, (2, 4, 8), 0.0),
-        # {0,2} stays in node 0, {0,2,4,6} and {0,2,...,14} cross: two inter-node sizes
-        (4, (2, 4, 8, 16), 0.0),
+        (2, (2, 4, 8), 0.0, 4),
+        # {0,2} stays in node 0, {0,2,4,6} and {0,2,...,14} cross: two inter-node sizes. The
+        # inter-node latency is a few % of each 100 MB transfer and each instance has 5% noise:
+        # 4 steps put a true 60 us at 30 us (8x: seeds 1/2/3 +16.6/+7.9/-13.4%), 12 steps at
+        # 48 us (+5.5/+12.2/-11.3%)
+        (4, (2, 4, 8, 16), 0.0, 12),
         # the same with each node's clock up to 2 ms off: a rank in another pair and another
         # data-parallel group shares no instance with the representative rank; its clock is
         # aligned through the groups between them (else its skew read as lateness: -16% at 2x)
-        (4, (2, 4, 8, 16), 2e-3),
+        (4, (2, 4, 8, 16), 2e-3, 12),
     ],
 )
 def test_strided_groups_across_nodes_meet_targets(
-    tmp_path: Path, gpus_per_node: int, sizes: tuple[int, ...], skew: float
+    tmp_path: Path, gpus_per_node: int, sizes: tuple[int, ...], skew: float, steps: int
 ) -> None:
-    p = _across_nodes(gpus_per_node, sizes, skew)
+    p = replace(_across_nodes(gpus_per_node, sizes, skew), steps=steps)
     truth = build_study(p, str(tmp_path))
     study = analyze(tmp_path, project=list(p.targets), jobs=1, no_cache=True)
     entry = study.studies[0]
-    for run in entry["runs"]:
-        assert run["replay_error"] <= 0.02, (run["world_size"], run["replay_error"])
     replay = entry["scaling"]["replay"]
     assert replay["gpus_per_node"] == gpus_per_node
     assert replay["tiers_measured"] == ["inter", "intra"]
@@ -84,18 +86,7 @@ def test_strided_groups_across_nodes_meet_targets(
         },
     }
     assert not any("no inter-node collective" in a for a in replay["assumptions"])
-    got = {proj["world_size"]: proj for proj in entry["scaling"]["projections"]}
-    for k, n in zip((2, 4, 8), p.targets, strict=True):
-        true = truth["speedup"][str(n)]  # type: ignore[index]
-        proj = got[n]
-        lo, hi = proj["speedup_ci90"]
-        error = proj["speedup"] / true - 1
-        # 8x across nodes: the inter-node alpha is weakly identified from two group sizes
-        # with big messages (fitted 30 us for 60; seeds 1/2/3 give +16.6/+7.9/-13.4% at 8x),
-        # so 8x is held to the interval and 20% here, the 15% being a coin toss
-        limit = 0.10 if k <= 4 else (0.15 if len(p.sizes) < 4 else 0.20)
-        assert abs(error) <= limit, (n, proj["speedup"], true)
-        assert lo <= true <= hi, (n, lo, true, hi)
+    assert_meets_targets(entry, truth, p.targets)
 
 
 def test_pairs_on_different_nodes_are_separate_instances(tmp_path: Path) -> None:

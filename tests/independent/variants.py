@@ -34,6 +34,18 @@ def _styled(base: str, **style: object) -> Callable[[], Pattern]:
     return make
 
 
+def _nodes(gpus_per_node: int) -> Net:
+    """The multi-node link: 6x slower across nodes than inside one."""
+    return Net(
+        alpha=6e-6,
+        bandwidth=150e9,
+        inter_alpha=30e-6,
+        inter_bandwidth=25e9,
+        gpus_per_node=gpus_per_node,
+        flat=False,
+    )
+
+
 VARIANTS: dict[str, Callable[[], Pattern]] = {
     "fsdp/sync-events": _styled("fsdp", waits="events"),
     "fsdp/no-waits": _styled("fsdp", waits="none"),
@@ -74,14 +86,7 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
         skew=2e-3,
         legacy_names=True,
         fwd=6e-3,
-        net=Net(
-            alpha=6e-6,
-            bandwidth=150e9,
-            inter_alpha=30e-6,
-            inter_bandwidth=25e9,
-            gpus_per_node=4,
-            flat=False,
-        ),
+        net=_nodes(4),
     ),
     # 8 GPUs per node measured at 1..8: the tier is never measured (the user supplies it)
     "multinode/unmeasured-tier": lambda: _p(
@@ -89,14 +94,7 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
         (1, 2, 4, 8),
         skew=2e-3,
         fwd=6e-3,
-        net=Net(
-            alpha=6e-6,
-            bandwidth=150e9,
-            inter_alpha=30e-6,
-            inter_bandwidth=25e9,
-            gpus_per_node=8,
-            flat=False,
-        ),
+        net=_nodes(8),
     ),
     # an optimizer step every 3rd step, 8 measured steps (not a whole number of cycles)
     "grad_accum/every-3rd": lambda: _p(
