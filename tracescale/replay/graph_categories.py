@@ -15,17 +15,17 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.categories import CATEGORIES
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
+from tracescale.classify.timeline import CAT
 from tracescale.ingest.trace import RankTrace
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
 
-CAT = {name: i for i, name in enumerate(CATEGORIES)}
 #: Host rule targets in classify's priority order (the first covering op wins).
 _HOST_ORDER = ("dataloader", "sync", "reduction", "communication")
-_DEVICE_CATEGORY = {"compute": "compute", "memcpy": "memcpy", "communication": "communication"}
+#: Device rule targets that are categories (compute, memcpy, communication); wait/ignore: -1.
+_DEVICE_CODES = np.array([CAT.get(t, -1) for t in DEVICE_TARGETS], dtype=np.int8)
 
 
 def _covered(s: I64, e: I64, x: I64) -> npt.NDArray[np.bool_]:
@@ -67,10 +67,7 @@ def node_categories(
     if dev.any():
         dev_t = classify_events(rules.device, DEVICE_TARGETS, strings, ev.name, ev.cat)
         t = dev_t[np.clip(event[dev], 0, None)]
-        codes = np.full(len(DEVICE_TARGETS), -1, dtype=np.int8)
-        for target, cat in _DEVICE_CATEGORY.items():
-            codes[DEVICE_TARGETS.index(target)] = CAT[cat]
-        out[dev] = np.where(t >= 0, codes[np.clip(t, 0, None)], -1)
+        out[dev] = np.where(t >= 0, _DEVICE_CODES[np.clip(t, 0, None)], -1)
     on_main = (res == main_res) & ~dev & (kind != kinds["device_collective"])
     if on_main.any():
         host = ~ev.is_device & (ev.pid == main[0]) & (ev.tid == main[1])
