@@ -33,6 +33,8 @@ SMALL: dict[str, dict[str, object]] = {
     # FSDP with prefetch, waits named by cuda_sync events: each collective's wait for the
     # slowest rank vanishes where it queues behind the previous one on its stream
     "fsdp/prefetch-events": {"layers": 4, "steps": 4},
+    # the same with host-only record/wait calls: each wait skips the prefetch's record
+    "fsdp/prefetch": {"layers": 4, "steps": 4},
     # Megatron-LM: GEMMs of several sizes per layer move between cuBLAS tiles as N grows
     "tp/megatron": {"layers": 3, "steps": 4},
     "tp/megatron-sp": {"layers": 3, "steps": 4},

@@ -75,6 +75,8 @@ def _graph_source_digest() -> str:
         "graph_host.py",
         "graph_device.py",
         "graph_waits.py",
+        "graph_records.py",
+        "graph_categories.py",
         "graph_store.py",
     ):
         digest.update(name.encode())

@@ -9,6 +9,7 @@ producers while the replay keeps two dependencies per node.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.ingest.trace import RankTrace
-from tracescale.replay.graph_device import BOOL, I64, QUEUED_NS, CorrIndex
+from tracescale.replay.graph_device import I64, QUEUED_NS, CorrIndex
+from tracescale.replay.graph_records import record_of_waits
 
 _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
 _RECORD_CALLS = frozenset({"cudaEventRecord", "hipEventRecord"})
@@ -132,6 +134,23 @@ class _Launched:
         for s in visible or [int(self.stream[j])]:
             self.link(producers, awaited, wait_t, limit, s, -1)
 
+    def judge(self, c: dict[str, I64], wait_t: int, rec_t: int) -> tuple[int, int, bool]:
+        """(waiting stream, producer stream, impossible) of a wait at ``wait_t`` on the record
+        at ``rec_t``: the stream of the next kernel launched, the stream of the last kernel
+        launched on another one before the record, and whether that kernel ended after the
+        waiting one started (it cannot have been awaited). -1 where there is none."""
+        j = int(np.searchsorted(self.launch, wait_t, side="left"))
+        if j >= len(self.node):
+            return -1, -1, False
+        stream = int(self.stream[j])
+        k = int(np.searchsorted(self.launch, rec_t, side="left"))
+        last = self.index.last_before(k, stream, other=True)
+        if last < 0:
+            return stream, -1, False
+        p, w = int(self.node[last]), int(self.node[j])
+        ended = int(c["start"][p]) + int(c["dur"][p])
+        return stream, int(self.stream[last]), ended > int(c["start"][w]) + QUEUED_NS
+
     def unawaited_before(self, k: int, stream: int, seen: dict[int, int]) -> int:
         """Last position < ``k`` on a stream other than ``stream`` whose work ``stream`` has not
         awaited yet (waiting again on awaited work changes nothing, so a wait without stream
@@ -156,8 +175,8 @@ def cross_stream(
 ) -> list[tuple[int, int]]:
     """Producer edges: a kernel after a stream wait starts after the awaited kernel ends
     (``cuda_sync`` records name the streams and the record call; else each
-    ``cudaStreamWaitEvent`` call waits on the last kernel launched before its own event record,
-    :func:`record_of_waits`, on another stream, :meth:`_Launched.unawaited_before`).
+    ``cudaStreamWaitEvent`` call waits on the last kernel launched before its own event record
+    (``graph_records.record_of_waits``) on another stream, :meth:`_Launched.unawaited_before`).
 
     A consumer may wait on several producers (an optimizer after the gradients of two process
     groups): the one that ended last in the trace becomes its ``dep2``; the others are returned
@@ -192,41 +211,12 @@ def cross_stream(
     rec_ids = [k for k, s in enumerate(strings) if s in _RECORD_CALLS]
     is_wait = np.isin(names, wait_ids) & ~np.isin(call_events, list(covered))
     calls = call_events[is_wait | np.isin(names, rec_ids)]
-    matched = record_of_waits(trace, calls, is_wait[is_wait | np.isin(names, rec_ids)])
+    matched = record_of_waits(
+        trace, calls, is_wait[is_wait | np.isin(names, rec_ids)], functools.partial(dv.judge, c)
+    )
     for w, limit in sorted(matched, key=lambda m: (int(ev.start[m[0]]), m[0])):
         dv.link_inferred(c, producers, awaited, int(ev.start[w]), limit)
     return _split_producers(c, producers)
-
-
-def record_of_waits(trace: RankTrace, calls: I64, is_wait: BOOL) -> list[tuple[int, int]]:
-    """(wait call, start of the record it waits on) for stream waits without correlation args.
-
-    Per host thread in time order, a wait takes the most recent record not yet taken by an
-    earlier wait of the same run of records: two consecutive waits (one consumer after two
-    process groups' streams) wait on two distinct records, not twice on the last one. A wait
-    with no record left takes the latest record (one event waited on by several streams); one
-    with none before it, its own start."""
-    ev = trace.events
-    order = np.lexsort((calls, ev.start[calls], ev.tid[calls], ev.pid[calls]))
-    out: list[tuple[int, int]] = []
-    thread: tuple[int, int] | None = None
-    pending: list[int] = []
-    latest = -1
-    after_wait = False
-    for i, wait in zip(calls[order].tolist(), is_wait[order].tolist(), strict=True):
-        key = (int(ev.pid[i]), int(ev.tid[i]))
-        if key != thread:
-            thread, pending, latest, after_wait = key, [], -1, False
-        t = int(ev.start[i])
-        if not wait:
-            if after_wait:  # a new run of records: untaken older ones are not waited on
-                pending, after_wait = [], False
-            pending.append(t)
-            latest = t
-            continue
-        after_wait = True
-        out.append((i, pending.pop() if pending else (latest if latest >= 0 else t)))
-    return out
 
 
 def _split_producers(c: dict[str, I64], producers: dict[int, set[int]]) -> list[tuple[int, int]]:
