@@ -48,7 +48,7 @@ def test_unmeasured_inter_tier_keeps_intra_point_and_slow_alternative() -> None:
         )
     )
     fast = comm.transfer("all_reduce", "RING_SIMPLE", 1e8, 8, 8, 16)
-    slow = comm.transfer("all_reduce", "RING_SIMPLE", 1e8, 8, 8, 16, alt=True)
+    slow = comm.transfer("all_reduce", "RING_SIMPLE", 1e8, 8, 8, 16, end=1)
     assert slow > 5 * fast
 
 

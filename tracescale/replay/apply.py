@@ -291,6 +291,7 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
                 if comm.gpus_per_node is not None and comm.layouts
                 else []
             ),
+            *comm.assumptions,
             *(
                 ["no inter-node collective measured"]
                 if comm.gpus_per_node is not None and INTER not in comm.measured_tiers

@@ -14,22 +14,23 @@ process group's size changes with N is measured per group name over the runs: pr
 to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves); a group
 seen in one run only grows with N when it spans the world. Its tier follows its members
 (``replay.topology``). The fit is robust: rows far off
-it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down.
+it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down. Each
+fit carries the ends of alpha's 90% range (``replay.alpha_beta``): the projections replay both,
+and where the range is wide (one group size, one message mix) the assumptions say so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from tracescale.ingest.groups import key_role
+from tracescale.replay.alpha_beta import AlphaBeta, fit_rows, weak_note
 from tracescale.replay.topology import INTER, INTRA, Layout, group_layouts, measured_tier, tier_at
-from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH, factors
-from tracescale.scaling.nnls import nnls
+from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH
 
 #: Plausible inter-node link when that tier was never measured and the user gave no figures
 #: (docs/DESIGN.md "Unmeasured topology tier"). The point estimate keeps the intra-node link;
@@ -48,27 +49,6 @@ def unmeasured_inter_range() -> str:
         f"1/{1 / UNMEASURED_INTER_BANDWIDTH_FLOOR:.0f} of its bandwidth with "
         f"{UNMEASURED_INTER_LATENCY_CEILING:.0f}x its latency (InfiniBand/RoCE vs NVLink per GPU)"
     )
-
-
-def _algo(label: str) -> str:
-    return "tree" if label.upper().startswith("TREE") else "ring"
-
-
-@dataclass(frozen=True)
-class AlphaBeta:
-    alpha_s: float
-    inv_bw: float  # seconds per byte
-    source: str  # the key it was fitted on, or "default"/"user"
-    #: When alpha could not be separated from beta (one message mix in this tier): the
-    #: other end of the plausible range, (alpha, inv_bw), for the intervals.
-    alt: tuple[float, float] | None = None
-
-    def time(self, ctype: str, nbytes: float, group: float, algo: str, alt: bool = False) -> float:
-        if group <= 1:
-            return 0.0
-        lat, bw = factors(ctype, np.asarray([float(group)]), max(nbytes, 0.0), _algo(algo))
-        a, inv = self.alt if (alt and self.alt is not None) else (self.alpha_s, self.inv_bw)
-        return float(a * lat[0] + inv * bw[0])
 
 
 @dataclass(frozen=True)
@@ -115,6 +95,15 @@ class CommModel:
                 return self.fits[key]
         return AlphaBeta(DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, "default")
 
+    def ends(self) -> tuple[int, ...]:
+        """The ends (-1 low, +1 high) some alpha-beta used here has (a replay each)."""
+        fits = [*self.fits.values(), *([self.user_inter] if self.user_inter else [])]
+        if self.gpus_per_node is not None and INTER not in self.measured_tiers:
+            fits.append(_unmeasured_inter(self._lookup("", "", INTRA)))
+        return tuple(
+            k for k, has in ((-1, any(f.low for f in fits)), (1, any(f.alt for f in fits))) if has
+        )
+
     def transfer(
         self,
         ctype: str,
@@ -123,17 +112,18 @@ class CommModel:
         group: float,
         ref_n: int,
         n: int,
-        alt: bool = False,
+        end: int = 0,
         pg: str = "",
     ) -> float:
         """Transfer seconds of an instance measured at ``ref_n`` when the world has ``n`` ranks
-        (``pg``: its process group, whose size law was measured)."""
+        (``pg``: its process group, whose size law was measured; ``end``: -1/+1 take every
+        alpha-beta at the low/high end of its range)."""
         if ctype == "barrier":
             return self.barrier_s if group > 1 else 0.0
         g = self.group_at(group, pg, ref_n, n)
         b = nbytes * ref_n / n if self.sharded.get(ctype, False) else nbytes
         tier = tier_at(group, pg, ref_n, n, self.gpus_per_node, g, self.layouts)
-        return self.lookup(ctype, algo, tier).time(ctype, b, g, algo, alt)
+        return self.lookup(ctype, algo, tier).time(ctype, b, g, algo, end)
 
 
 def _unmeasured_inter(intra: AlphaBeta) -> AlphaBeta:
@@ -144,72 +134,6 @@ def _unmeasured_inter(intra: AlphaBeta) -> AlphaBeta:
         intra.inv_bw / UNMEASURED_INTER_BANDWIDTH_FLOOR,
     )
     return AlphaBeta(intra.alpha_s, intra.inv_bw, intra.source, alt=slow)
-
-
-def _factors(rows: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    lat, bw = [], []
-    for ct, b, g, a in zip(
-        rows["collective"], rows["bytes"], rows["group"], rows["algo"], strict=True
-    ):
-        la, ba = factors(str(ct), np.asarray([float(g)]), max(float(b), 0.0), _algo(str(a)))
-        lat.append(la[0])
-        bw.append(ba[0])
-    return np.column_stack([lat, bw]), rows["transfer"].to_numpy(dtype=np.float64)
-
-
-def _fit(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | None:
-    """NNLS for (alpha, beta) on relative residuals.
-
-    With one distinct (latency, bytes) mix alpha and beta cannot be told apart. Given the
-    intra-node fit as ``prior``, the slower tier's latency is assumed to lie between the
-    intra-node alpha (latency does not grow) and alpha times the bandwidth ratio (latency grows
-    like bandwidth shrinks): the point estimate is their geometric mean, the ends are kept for
-    the intervals.
-    """
-    x, y = _factors(rows)
-    w = 1.0 / np.maximum(y, 1e-9)  # relative: small latency-bound messages count as much
-    ratio = np.round(x[:, 1] / np.maximum(x[:, 0], 1e-300), 3)
-    if np.unique(ratio).size >= 2:
-        coef = _robust_nnls(x, y, w)
-        return AlphaBeta(float(coef[0]), float(coef[1]), "")
-    if prior is None:
-        return None
-
-    def beta_for(alpha: float) -> float:
-        rest = (y - alpha * x[:, 0]) * w
-        xb = x[:, 1] * w
-        denom = float(np.dot(xb, xb))
-        return max(float(np.dot(xb, rest)) / denom, 0.0) if denom > 0 else 0.0
-
-    a0 = prior.alpha_s
-    low = (a0, beta_for(a0))
-    alpha = a0
-    for _ in range(20):  # fixed point: alpha = a0 * sqrt(beta / beta_intra)
-        slower = beta_for(alpha) / prior.inv_bw if prior.inv_bw > 0 else 1.0
-        alpha = a0 * float(np.sqrt(max(slower, 1.0)))
-    slower = beta_for(alpha) / prior.inv_bw if prior.inv_bw > 0 else 1.0
-    high_alpha = a0 * max(slower, 1.0)
-    high = (high_alpha, beta_for(high_alpha))
-    return AlphaBeta(alpha, beta_for(alpha), "", alt=high if high != low else None)
-
-
-def _robust_nnls(
-    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]
-) -> npt.NDArray[np.float64]:
-    """NNLS on relative residuals, reweighted so rows far off the fit stop counting (Cauchy
-    weights on the log residual). Relative residuals let one row 20x off (another instance's
-    transfer joined onto it, a stalled kernel) pull the bandwidth to infinity, so the first fit
-    is on absolute residuals, which such a short row barely moves."""
-    coef, _ = nnls(x, y)
-    for _ in range(10):
-        r = np.log(np.maximum(y, 1e-12) / np.maximum(x @ coef, 1e-12))
-        scale = max(1.4826 * float(np.median(np.abs(r))), 0.05)
-        c = 1.0 / (1.0 + (r / (3.0 * scale)) ** 2)
-        new, _ = nnls(x * (w * c)[:, None], y * w * c)
-        if np.allclose(new, coef, rtol=1e-6, atol=0.0):
-            break
-        coef = new
-    return np.asarray(coef, dtype=np.float64)
 
 
 def group_laws(instances: pd.DataFrame) -> dict[str, bool]:
@@ -246,6 +170,7 @@ def fit_comm(
         measured_tier(g, pg, gpus_per_node) for g, pg in zip(inst["group"], pgs, strict=True)
     ]
     fits: dict[tuple[str, str, str], AlphaBeta] = {}
+    notes: list[str] = []
     levels: tuple[tuple[str, ...], ...] = (
         ("collective", "algo", "tier"),
         ("collective", "tier"),
@@ -263,13 +188,15 @@ def fit_comm(
                     prior = fits.get((slot[0], slot[1], INTRA)) or fits.get(("", "", INTRA))
                     if prior is None:
                         prior = AlphaBeta(DEFAULT_ALPHA_S, 1.0 / DEFAULT_BANDWIDTH, "default")
-                got = _fit(rows, prior)
+                got = fit_rows(rows, prior)
                 if got is not None:
-                    fits[slot] = AlphaBeta(got.alpha_s, got.inv_bw, "/".join(k), got.alt)
+                    fits[slot] = replace(got, source="/".join(k))
+                    if len(cols) == 3:
+                        notes.extend(weak_note(got, rows, slot))
     if len(inst):
-        got = _fit(inst)
+        got = fit_rows(inst)
         if got is not None:
-            fits[("", "", "")] = AlphaBeta(got.alpha_s, got.inv_bw, "all")
+            fits[("", "", "")] = replace(got, source="all")
     sharded: dict[str, bool] = {}
     for ctype, rows in inst.groupby("collective"):
         per_n = rows.groupby("world_size")["bytes"].mean()
@@ -281,7 +208,6 @@ def fit_comm(
     tiers = frozenset(inst["tier"].tolist())
     laws = group_laws(instances)
     user = None
-    notes: list[str] = []
     if inter_bandwidth is not None or inter_latency is not None:
         base = fits.get(("", "", INTRA)) or AlphaBeta(DEFAULT_ALPHA_S, 1 / DEFAULT_BANDWIDTH, "")
         user = AlphaBeta(

@@ -82,14 +82,15 @@ class ReplayStudy:
         n: int,
         alt: bool = False,
         infinite: bool = False,
-        comm_alt: bool = False,
+        comm_end: int = 0,
         tail_alt: int = 0,
     ) -> tuple[F64, float]:
         """Node durations (seconds) of the base graph at world size ``n``; variability per step.
 
         ``tail_alt``: -1/+1 take the low/high end of the slowest rank's growth (the upper
-        tail's uncertainty) instead of its point estimate."""
-        dur, pre, var = self.split_durations(n, alt, infinite, comm_alt, tail_alt)
+        tail's uncertainty) instead of its point estimate; ``comm_end``: -1/+1 every
+        collective's alpha-beta at the low/high end of its latency's range."""
+        dur, pre, var = self.split_durations(n, alt, infinite, comm_end, tail_alt)
         return dur + pre, var
 
     def replayed_steps(self, n: int, **how: Any) -> F64:
@@ -103,7 +104,7 @@ class ReplayStudy:
         n: int,
         alt: bool = False,
         infinite: bool = False,
-        comm_alt: bool = False,
+        comm_end: int = 0,
         tail_alt: int = 0,
     ) -> tuple[F64, F64, float]:
         """:meth:`durations` with each collective's wait for the slowest rank apart: (node
@@ -134,8 +135,8 @@ class ReplayStudy:
                     continue
                 args = (str(row.collective), str(row.algo), float(row.bytes), float(row.group))
                 pg = str(getattr(row, "pg", ""))
-                model_ref = self.comm.transfer(*args, ref, ref, comm_alt, pg)
-                model_n = self.comm.transfer(*args, ref, n, comm_alt, pg)
+                model_ref = self.comm.transfer(*args, ref, ref, comm_end, pg)
+                model_n = self.comm.transfer(*args, ref, n, comm_end, pg)
                 tr = float(row.transfer)
                 t = tr * model_n / model_ref if model_ref > 0 else model_n
                 w = float(row.wait)
@@ -204,15 +205,16 @@ class ReplayStudy:
         t = weighted_mean(steps, w)
         lo, hi = bootstrap_mean(steps, seed + n, t)
         t_alt = weighted_mean(alt, w)
-        t_comm = weighted_mean(self.replayed_steps(n, comm_alt=True), w)
+        # each alpha-beta at either end of its range (an unidentified or unmeasured link)
+        t_comm = [weighted_mean(self.replayed_steps(n, comm_end=k), w) for k in self.comm.ends()]
         doublings = abs(np.log2(max(n, 1) / self.base.world_size))
         # Model error per doubling of N: the laws' cross-validated error, and the measured miss
         # of the same method projecting the next-largest run to the largest (at least 1%).
         per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
         u = per_doubling * doublings
         t_tail = [weighted_mean(self.replayed_steps(n, tail_alt=k), w) for k in (-1, 1)]
-        lo = min(float(lo), t_alt, t_comm, *t_tail, t / (1 + u), t)
-        hi = max(float(hi), t_alt, t_comm, *t_tail, t * (1 + u), t)
+        lo = min(float(lo), t_alt, *t_comm, *t_tail, t / (1 + u), t)
+        hi = max(float(hi), t_alt, *t_comm, *t_tail, t * (1 + u), t)
         return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
 
     def _cv_share(self) -> float:
