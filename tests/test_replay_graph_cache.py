@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -87,6 +88,8 @@ def test_graph_entry_round_trips_exactly(tmp_path: Path) -> None:
     assert item.graph.groups == again.graph.groups
     assert item.graph.collectives.equals(again.graph.collectives)
     assert item.collectives.equals(again.collectives)
+    inferred = dataclasses.replace(item, graph=dataclasses.replace(item.graph, inferred_waits=3))
+    assert decode_graph(encode_graph(inferred, header_key), header_key).graph.inferred_waits == 3
     with pytest.raises(EntryError):
         decode_graph(blob, {**header_key, "size": header_key["size"] + 1})
 

@@ -7,8 +7,6 @@ noise shapes, a second host thread), or another step structure (FSDP with prefet
 tensor parallel, sequence parallel). The truth comes from the same scheduler, as for gen.py.
 
 Measured but not asserted in tests/test_independent_variants.py, because they miss:
-``grad_accum/no-waits`` (no stream-wait record: the optimizer never visibly waits for the last
-AllReduce at the measured N, so the trace holds no edge for it),
 ``heavy_tail/lognormal`` and ``heavy_tail/stalls`` with 10 steps (150 delay draws do not pin
 the slowest of 64 ranks down: seeds 1-4 of the lognormal one miss by -28/+7/+32/+38% at 8x,
 the truth inside the interval each time; the stalls meet the targets with 30 steps) and

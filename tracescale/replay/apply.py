@@ -267,6 +267,16 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             delay_assumption(study.delays),
             *(
                 [
+                    "the trace records no stream wait: the optimizer step waits for every "
+                    "collective launched since the previous one (DDP, FSDP and ZeRO wait for "
+                    f"their gradient reductions before it; {study.base.graph.inferred_waits} "
+                    "waits inferred)"
+                ]
+                if study.base.graph.inferred_waits
+                else []
+            ),
+            *(
+                [
                     "process group sizes at N: "
                     + ", ".join(
                         f"group {k} {'grows like N' if v else 'stays as measured'}"

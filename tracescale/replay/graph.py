@@ -105,6 +105,9 @@ class Graph:
     #: per node: index into ``CATEGORIES`` of the attribution category it runs in, -1 none
     #: (``graph_categories``); what-if scenarios rescale nodes by it
     category: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    #: join nodes of waits no record shows, inferred by rule (``graph_waits.optimizer_waits``:
+    #: the optimizer step after the gradients' collectives); the assumptions name the rule
+    inferred_waits: int = 0
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -282,7 +285,7 @@ def build_graph(
     )
     for k in list(d):
         c[k][n_host:] = d.pop(k)
-    joins = cross_stream(trace, c, dev_idx, n_host, call_events, corr, launched)
+    joins, inferred = cross_stream(trace, c, dev_idx, n_host, call_events, corr, launched)
     sync_nodes = call_nodes[c["kind"][call_nodes] == SYNC]
     syncs(trace, c, dev_idx, n_host, sync_nodes, c["event"][sync_nodes], launched)
     n_real = add_joins(c, joins, DEV)
@@ -292,7 +295,7 @@ def build_graph(
         c["start"], c["dur"], main, threads.index(main), kinds,
     )  # fmt: skip
     graph = _freeze(trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real)
-    return dataclasses.replace(graph, category=category)
+    return dataclasses.replace(graph, category=category, inferred_waits=inferred)
 
 
 def _host_columns(

@@ -109,6 +109,7 @@ def encode_graph(item: GraphInput, key: dict[str, Any]) -> bytes:
         "key": key,
         "groups": list(g.groups),
         "devices": int(item.devices),
+        "inferred_waits": int(g.inferred_waits),
         "frames": frames,
         "arrays": {
             k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sorted(arrays.items())
@@ -138,6 +139,9 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
         raise EntryError("bad group names")
     if type(devices) is not int:
         raise EntryError("bad device count")
+    inferred = header.get("inferred_waits")
+    if type(inferred) is not int or inferred < 0:
+        raise EntryError("bad inferred wait count")
     _check_indices(cols, n, len(groups))
     frames = header["frames"]
     graph = Graph(
@@ -161,6 +165,7 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
         step_numbers=cols["step_numbers"],
         collectives=frame_from_schema(frames["graph.collectives"], arrays),
         category=cols["category"].astype(np.int8),
+        inferred_waits=inferred,
     )
     return GraphInput(graph, frame_from_schema(frames["collectives"], arrays), devices)
 

@@ -172,7 +172,7 @@ def cross_stream(
     call_events: I64,
     corr: CorrIndex,
     launched: I64,
-) -> list[tuple[int, int]]:
+) -> tuple[list[tuple[int, int]], int]:
     """Producer edges: a kernel after a stream wait starts after the awaited kernel ends
     (``cuda_sync`` records name the streams and the record call; else each
     ``cudaStreamWaitEvent`` call waits on the last kernel launched before its own event record
@@ -180,10 +180,11 @@ def cross_stream(
 
     A consumer may wait on several producers (an optimizer after the gradients of two process
     groups): the one that ended last in the trace becomes its ``dep2``; the others are returned
-    as (consumer, producer) pairs for join nodes (:func:`add_joins`)."""
+    as (consumer, producer) pairs for join nodes (:func:`add_joins`), with how many of those
+    pairs :func:`optimizer_waits` inferred."""
     ev, strings = trace.events, trace.strings
     if len(dev_idx) == 0:
-        return []
+        return [], 0
     dv = _Launched.of(trace, dev_idx, first, launched)
     producers: dict[int, set[int]] = {}
     awaited: dict[int, dict[int, int]] = {}
@@ -216,7 +217,56 @@ def cross_stream(
     )
     for w, limit in sorted(matched, key=lambda m: (int(ev.start[m[0]]), m[0])):
         dv.link_inferred(c, producers, awaited, int(ev.start[w]), limit)
-    return _split_producers(c, producers)
+    joins = _split_producers(c, producers)
+    inferred = optimizer_waits(trace, c, dv) if not waits and not is_wait.any() else []
+    return joins + inferred, len(inferred)
+
+
+#: torch.optim.Optimizer wraps every ``step`` in this record_function (any subclass).
+_OPTIMIZER_STEP = "Optimizer.step#"
+
+
+def optimizer_waits(trace: RankTrace, c: dict[str, I64], dv: _Launched) -> list[tuple[int, int]]:
+    """In a trace without any stream-wait record: (consumer, producer) pairs, for join nodes,
+    where the first kernel each stream runs inside an ``Optimizer.step#`` range waits for the
+    last collective launched on every other stream since the previous optimizer step.
+
+    Why: the optimizer reads every gradient, and DDP, FSDP and ZeRO reduce gradients with
+    collectives that the step waits for (``work.wait()`` at the end of backward writes a
+    ``cudaStreamWaitEvent``, whichever stream the reduction ran on). A trace that lost those
+    calls still shows the order: where the reduction ended before the optimizer started, no
+    time tells the edge, and projected to a larger N, where the reduction outgrows backward,
+    the optimizer would overlap it. Join nodes, not ``dep2``: a wait the times do show
+    (``graph_device.launch_lags``) keeps its edge. A consumer that started before such a
+    collective ended did not wait for it: no pair."""
+    ev, strings = trace.events, trace.strings
+    ids = [k for k, s in enumerate(strings) if s.startswith(_OPTIMIZER_STEP)]
+    if not ids or len(dv.node) == 0:
+        return []
+    ranges = np.flatnonzero(np.isin(ev.name, ids) & ~ev.is_device)
+    ranges = ranges[np.argsort(ev.start[ranges], kind="stable")]
+    is_coll = c["coll"][dv.node] >= 0
+    end_of = c["start"] + c["dur"]
+    since = -(2**62)
+    pairs: list[tuple[int, int]] = []
+    for r in ranges.tolist():
+        begin, end = int(ev.start[r]), int(ev.start[r] + ev.dur[r])
+        lo, j0, j1 = np.searchsorted(dv.launch, [since, begin, end], side="left").tolist()
+        since = max(since, end)
+        before = lo + np.flatnonzero(is_coll[lo:j0])
+        if len(before) == 0 or j1 <= j0:
+            continue
+        last = {int(dv.stream[p]): int(dv.node[p]) for p in before.tolist()}
+        inside = np.arange(j0, j1)
+        _, first = np.unique(dv.stream[inside], return_index=True)
+        for q in inside[first].tolist():
+            node, mine = int(dv.node[q]), int(dv.stream[q])
+            pairs += [
+                (node, p)
+                for s, p in sorted(last.items())
+                if s != mine and end_of[p] <= c["start"][node] + QUEUED_NS
+            ]
+    return pairs
 
 
 def _split_producers(c: dict[str, I64], producers: dict[int, set[int]]) -> list[tuple[int, int]]:
