@@ -89,9 +89,12 @@ def _thread_pairs(starts: list[int], waits: list[bool], judge: Judge) -> list[tu
 
     wrong: dict[int, list[int]] = {}
     for k, d in enumerate(_DEPTHS):
-        for w, r in _pair(starts, waits, judged, _everywhere(d)):
+        picks = _pair(starts, waits, judged, _everywhere(d))
+        for w, r in picks:
             stream, _, impossible = judged(w, r) if r >= 0 else (-1, -1, False)
             wrong.setdefault(stream, [0] * len(_DEPTHS))[k] += int(impossible)
+        if k == 0 and not any(v[0] for v in wrong.values()):
+            return picks  # nothing contradicts the most recent record: the common case
     depth = {s: _reading(v) for s, v in wrong.items()}
     return _pair(starts, waits, judged, lambda s: depth.get(s, 0))
 
