@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from scipy.stats import t as student_t
 
 from tracescale.scaling.comm import factors
 from tracescale.scaling.nnls import nnls
+from tracescale.scaling.quantiles import student_t95
 
 
 def algo_family(label: str) -> str:
@@ -140,7 +140,7 @@ def alpha_range(
     if not np.all(scale > 0) or np.linalg.det(gram / np.outer(scale, scale)) <= 1e-12:
         return None, None  # collinear columns: no standard error to read
     var = float(np.dot(r, r)) / dof * float(np.linalg.inv(gram)[0, 0])
-    half = float(student_t.ppf(0.95, dof)) * float(np.sqrt(max(var, 0.0)))
+    half = student_t95(dof) * float(np.sqrt(max(var, 0.0)))
     alpha = float(coef[0])
     if not np.isfinite(half) or half <= _NEGLIGIBLE * max(alpha, 1e-12):
         return None, None
