@@ -57,6 +57,7 @@ class Pattern:
     net: Net = field(default_factory=Net)
     legacy_names: bool = False  # ncclKernel_..._Sum_bf16 instead of ncclDevKernel_...
     skew: float = 0.0  # clock offset per host (s, uniform +-)
+    noise: float = 0.04  # coefficient of variation of every host and device duration
     steps: int = 6
     truth_steps: int = 40
     #: trace clock origin (ns); at ~4.7e15 ns a float ts in us holds only ~2 ns, as in traces
@@ -210,7 +211,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
 
 
 def run(p: Pattern, n: int, steps: int, seed: int, record: bool) -> tuple[Sched, list[np.ndarray]]:
-    s = Sched(n, np.random.default_rng(seed), style=p.style, record=record)
+    s = Sched(n, np.random.default_rng(seed), style=p.style, noise=p.noise, record=record)
     bounds = [s.h.copy()]
     for k in range(steps):
         a = s.h.copy()

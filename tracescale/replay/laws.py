@@ -2,8 +2,14 @@
 
 Each group's time per step, measured at several world sizes, is fitted by non-negative least
 squares to ``a`` (does not shrink: per-kernel floors, replicated work), ``b/N`` (sharded work)
-and ``a + b/N``; the form is chosen by leave-one-out error on relative residuals (fewer
-parameters win ties), and the runner-up is kept for the model-form spread of the intervals.
+and ``a + b/N``; the form is chosen by leave-one-out error on relative residuals, and the
+runner-up is kept for the model-form spread of the intervals.
+
+Fewer parameters win only ties, and a tie is judged by the folds' own scatter (the
+one-standard-error rule), not by a fixed margin: a per-kernel floor that is 2% of a group's
+time at the largest measured N leaves ``b/N`` only ~2% worse in leave-one-out error, yet at 8x
+that N the floor is a third of the kernel's time. A fixed 2% margin read such a floor as b/N
+and projected launch-bound steps 10% short at 4x.
 """
 
 from __future__ import annotations
@@ -19,8 +25,12 @@ from tracescale.scaling.nnls import nnls
 F64 = npt.NDArray[np.float64]
 
 LAW_FORMS: tuple[str, ...] = ("a", "b/N", "a+b/N")
-#: A form must beat a simpler one by this relative margin of cross-validated error to be chosen.
+#: With two sizes (in-sample errors, no folds): a form must beat a simpler one by this relative
+#: margin to be chosen.
 _MARGIN = 0.02
+#: Leave-one-out errors closer than this (relative) are a tie whatever the folds' scatter: below
+#: what one step's timing resolves.
+_TIE = 1e-3
 
 
 def _design(form: str, n: F64) -> F64:
@@ -72,6 +82,8 @@ def fit_law(sizes: Sequence[float], values: Sequence[float]) -> Law:
     if len(np.unique(n)) == 1:
         return Law("a", (float(y.mean()),), "a", (float(y.mean()),), 0.0)
     errs: dict[str, float] = {}
+    margin = _MARGIN
+    folds: dict[str, F64] = {}
     for form in LAW_FORMS:
         if len(n) >= 3:
             e = []
@@ -79,6 +91,7 @@ def fit_law(sizes: Sequence[float], values: Sequence[float]) -> Law:
                 m = np.arange(len(n)) != i
                 c = _coef(form, n[m], y[m])
                 e.append(abs(_value(form, c, n[i : i + 1])[0] - y[i]) / max(y[i], 1e-12))
+            folds[form] = np.asarray(e, dtype=np.float64)
             errs[form] = float(np.mean(e))
         else:
             c = _coef(form, n, y)
@@ -86,8 +99,11 @@ def fit_law(sizes: Sequence[float], values: Sequence[float]) -> Law:
             errs[form] = float(np.mean(err)) + (0.01 if form == "a+b/N" else 0.0)
     ranked = sorted(LAW_FORMS, key=lambda f: (errs[f], LAW_FORMS.index(f)))
     best = ranked[0]
+    if folds:  # one standard error of the best form's mean fold error
+        e_best = folds[best]
+        margin = max(float(np.std(e_best, ddof=1)) / np.sqrt(len(e_best)), _TIE)
     for f in LAW_FORMS:  # prefer the simplest form within the margin of the best
-        if errs[f] <= errs[best] + _MARGIN:
+        if errs[f] <= errs[best] + margin:
             best = f
             break
     alt = next(f for f in ranked if f != best)
