@@ -44,6 +44,8 @@ SMALL: dict[str, dict[str, object]] = {
     # an optimizer step every 3rd step over 8 measured steps (2 cycles and a part); the
     # forward GEMMs change tile at N = 8
     "grad_accum/every-3rd": {"layers": 4, "steps": 8},
+    # GPU-bound tiny kernels with a per-kernel floor, launch-bound past the measured N
+    "launch_bound/gpu-crossover": {"small_kernels": 300},
     # 4 GPUs per node measured at 1, 2, 4, 8 (inter-node measured at 8 only)
     "multinode/4-per-node": {"layers": 4, "steps": 3},
     # 8 GPUs per node measured up to 8: the user gives the inter-node link (below)

@@ -106,6 +106,9 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
         _p("heavy_tail_st", (1, 2, 4, 8), tail=25e-3, tail_shape=0.03, steps=10, truth_steps=400),
         style=Style(delay="stall"),
     ),
+    # 240 us elementwise kernels (plus a 1.5 us floor): GPU-bound at the measured N, crossing
+    # to launch-bound between 2x and 8x; the floor is 5% of their time at N = 8
+    "launch_bound/gpu-crossover": lambda: replace(PATTERNS["launch_bound"](), small_gpu=240e-6),
     "tp/lognormal-noise": _styled("tp", noise="lognormal"),
     "launch_bound/no-waits": _styled("launch_bound", waits="none", noise="lognormal"),
     "fsdp/host-thread": _styled("fsdp", host2=True),
