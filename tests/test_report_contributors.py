@@ -140,3 +140,10 @@ def test_one_step_runs_are_said_not_checked_for_stragglers() -> None:
         "Not checked at N=2, 4: one step per rank, so the step-to-step noise a straggler must "
         "exceed cannot be measured."
     ]
+
+
+def test_a_damaged_per_rank_field_gives_no_straggler_section() -> None:
+    """A cached document whose ``per_rank`` is not a list (found by the cache fuzz test) is
+    rendered without the section, not a TypeError."""
+    study = {"runs": [{"world_size": 2, "per_rank": 1, "stragglers": []}]}
+    assert stragglers_section(study) is None

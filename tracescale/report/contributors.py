@@ -100,16 +100,22 @@ def top_ops_section(study: dict[str, Any]) -> Section | None:
     return sec
 
 
+def _rank_rows(run: dict[str, Any]) -> list[Any]:
+    """The run's per-rank rows; anything but a list (a damaged document) counts as none."""
+    rows = run.get("per_rank")
+    return rows if isinstance(rows, list) else []
+
+
 def stragglers_section(study: dict[str, Any]) -> Section | None:
     """Ranks whose own work is late, per run, with the category that makes them late."""
     runs = runs_of(study)
-    if not any(len(r.get("per_rank") or []) > 1 for r in runs):
+    if not any(len(_rank_rows(r)) > 1 for r in runs):
         return None
     sec = Section("stragglers", "Stragglers (ranks the others wait for)")
     sec.headers = ["N", "Rank", "Own time", "Median rank", "Extra per step", "Mostly", "Noise"]
     checked, one_step = [], []
     for r in runs:
-        if len(r.get("per_rank") or []) < 2 or "stragglers" not in r:
+        if len(_rank_rows(r)) < 2 or "stragglers" not in r:
             continue
         steps = fmt.num(r.get("steps"))
         if steps is not None and steps < MIN_STEPS:
