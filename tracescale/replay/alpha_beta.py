@@ -36,6 +36,15 @@ class AlphaBeta:
     #: latency is a few % of each transfer) they reach far.
     alt: tuple[float, float] | None = None
     low: tuple[float, float] | None = None
+    #: alpha's standard error from the rows' scatter; None where the rows give none (one
+    #: message mix, collinear factors, too few rows): such a latency was assumed, not measured.
+    alpha_se: float | None = None
+
+    def weak(self) -> bool:
+        """True when the rows barely tell the latency from the bandwidth: its 90% range spans
+        more than ``WEAK_RANGE``x or reaches 0."""
+        lo, hi = self.at(-1)[0], self.at(1)[0]
+        return hi > 0 and (lo <= 0 or hi / lo > WEAK_RANGE)
 
     def at(self, end: int) -> tuple[float, float]:
         """(alpha, inv_bw) at the low (-1) or high (+1) end of the range, else the point."""
@@ -48,6 +57,22 @@ class AlphaBeta:
         lat, bw = factors(ctype, np.asarray([float(group)]), max(nbytes, 0.0), algo_family(algo))
         a, inv = self.at(end)
         return float(a * lat[0] + inv * bw[0])
+
+
+def refit_beta(rows: pd.DataFrame, alpha: float) -> float:
+    """Beta fitted to ``rows`` (relative residuals) once alpha is fixed elsewhere, with the
+    rows far off it weighted down as :func:`robust_nnls` does."""
+    x, y = factor_rows(rows)
+    w = 1.0 / np.maximum(y, 1e-9)
+    beta = beta_given(x, y, np.ones_like(y), alpha)  # absolute first, as robust_nnls
+    for _ in range(10):
+        r = np.log(np.maximum(y, 1e-12) / np.maximum(x @ np.array([alpha, beta]), 1e-12))
+        scale = max(1.4826 * float(np.median(np.abs(r))), 0.05)
+        new = beta_given(x, y, w / (1.0 + (r / (3.0 * scale)) ** 2), alpha)
+        if np.isclose(new, beta, rtol=1e-6, atol=0.0):
+            break
+        beta = new
+    return beta
 
 
 def factor_rows(rows: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -78,8 +103,11 @@ def fit_rows(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | 
     w = 1.0 / np.maximum(y, 1e-9)  # relative: small latency-bound messages count as much
     if mixes(rows) >= 2:
         coef, kept = robust_nnls(x, y, w)
-        low, high = alpha_range(x, y, np.where(kept >= _OUTLIER, w, 0.0), coef)
-        return AlphaBeta(float(coef[0]), float(coef[1]), "", alt=high, low=low)
+        w_kept = np.where(kept >= _OUTLIER, w, 0.0)
+        se = alpha_se(x, y, w_kept, coef)
+        low, high = alpha_range(x, y, w_kept, coef, se)
+        se_alpha = None if se is None else se[0]
+        return AlphaBeta(float(coef[0]), float(coef[1]), "", alt=high, low=low, alpha_se=se_alpha)
     if prior is None:
         return None
 
@@ -122,25 +150,40 @@ _NEGLIGIBLE = 1e-6
 _OUTLIER = 0.25
 
 
-def alpha_range(
+def alpha_se(
     x: npt.NDArray[np.float64],
     y: npt.NDArray[np.float64],
     w: npt.NDArray[np.float64],
     coef: npt.NDArray[np.float64],
-) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
-    """(low, high) ends of alpha's 90% range from the weighted rows' scatter, beta refitted at
-    each; None where an end is the point."""
+) -> tuple[float, int] | None:
+    """(standard error of alpha, degrees of freedom) from the weighted rows' scatter about the
+    fit; None with fewer than three rows or collinear factor columns (nothing to read it from)."""
     dof = int(np.count_nonzero(w > 0)) - 2
     if dof < 1:
-        return None, None
+        return None
     xw = x * w[:, None]
     r = (y - x @ coef) * w
     gram = xw.T @ xw
     scale = np.sqrt(np.diag(gram))
     if not np.all(scale > 0) or np.linalg.det(gram / np.outer(scale, scale)) <= 1e-12:
-        return None, None  # collinear columns: no standard error to read
+        return None
     var = float(np.dot(r, r)) / dof * float(np.linalg.inv(gram)[0, 0])
-    half = student_t95(dof) * float(np.sqrt(max(var, 0.0)))
+    se = float(np.sqrt(max(var, 0.0)))
+    return (se, dof) if np.isfinite(se) else None
+
+
+def alpha_range(
+    x: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
+    coef: npt.NDArray[np.float64],
+    se: tuple[float, int] | None,
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """(low, high) ends of alpha's 90% range from its standard error ``se`` (:func:`alpha_se`),
+    beta refitted at each; None where an end is the point."""
+    if se is None:
+        return None, None
+    half = student_t95(se[1]) * se[0]
     alpha = float(coef[0])
     if not np.isfinite(half) or half <= _NEGLIGIBLE * max(alpha, 1e-12):
         return None, None
@@ -177,9 +220,9 @@ WEAK_RANGE = 2.0
 def weak_note(fit: AlphaBeta, rows: pd.DataFrame, key: tuple[str, str, str]) -> list[str]:
     """The assumption to state when the rows barely tell this key's latency from its bandwidth
     (its 90% range spans more than ``WEAK_RANGE``x), else nothing."""
-    lo, hi = fit.at(-1)[0], fit.at(1)[0]
-    if hi <= 0 or (lo > 0 and hi / lo <= WEAK_RANGE):
+    if not fit.weak():
         return []
+    lo, hi = fit.at(-1)[0], fit.at(1)[0]
     sizes = ", ".join(str(int(g)) for g in sorted(set(rows["group"].astype(int))))
     mb = rows["bytes"].astype(float) / 1e6
     what = (

@@ -243,7 +243,11 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
                 "algorithm": k[1] or "*",
                 "tier": k[2] or "*",
                 "alpha_s": v.alpha_s,
+                # the 90% range the intervals replay, and the rows it was fitted on
+                # ("+alpha:<key>" where the latency was combined with a better-measured one)
+                "alpha_range_s": [v.at(-1)[0], v.at(1)[0]],
                 "bandwidth_bytes_per_s": (1 / v.inv_bw) if v.inv_bw > 0 else None,
+                "source": v.source,
             }
             for k, v in sorted(comm.fits.items())
         ],

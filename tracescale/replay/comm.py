@@ -29,6 +29,7 @@ import pandas as pd
 
 from tracescale.ingest.groups import key_role
 from tracescale.replay.alpha_beta import AlphaBeta, fit_rows, weak_note
+from tracescale.replay.borrowed_alpha import borrow_alpha
 from tracescale.replay.topology import INTER, INTRA, Layout, group_layouts, measured_tier, tier_at
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH
 
@@ -176,13 +177,17 @@ def fit_comm(
         ("collective", "tier"),
         ("tier",),
     )
-    for tier in (INTRA, INTER):  # intra first: its alpha is the prior for a thin inter fit
+    # intra first: its (borrowed) alpha is the prior for a thin inter fit
+    for tier in (INTRA, INTER):
+        own_rows: dict[tuple[str, str, str], pd.DataFrame] = {}
         for cols in levels:
             sub = inst[inst["tier"] == tier]
             for key, rows in sub.groupby(list(cols)):
                 k = tuple(str(x) for x in (key if isinstance(key, tuple) else (key,)))
                 full = dict(zip(cols, k, strict=True))
                 slot = (full.get("collective", ""), full.get("algo", ""), tier)
+                if len(cols) == 3:
+                    own_rows[slot] = rows
                 prior = None
                 if tier == INTER:
                     prior = fits.get((slot[0], slot[1], INTRA)) or fits.get(("", "", INTRA))
@@ -191,8 +196,13 @@ def fit_comm(
                 got = fit_rows(rows, prior)
                 if got is not None:
                     fits[slot] = replace(got, source="/".join(k))
-                    if len(cols) == 3:
-                        notes.extend(weak_note(got, rows, slot))
+        borrowed, borrow_notes = borrow_alpha(fits, own_rows)
+        for slot, rows in own_rows.items():
+            got = fits.get(slot)
+            if got is not None and borrowed[slot] is got:
+                notes.extend(weak_note(got, rows, slot))
+        fits = borrowed
+        notes.extend(borrow_notes)
     if len(inst):
         got = fit_rows(inst)
         if got is not None:

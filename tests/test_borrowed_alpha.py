@@ -1,0 +1,146 @@
+"""A (type, algorithm_protocol, tier) key whose own rows cannot identify its latency combines
+it with a better-measured donor's: the same type and protocol over every algorithm, else the
+type at that tier. Its bandwidth stays its own; the interval spans both readings.
+
+Why: the hybrid study's data-parallel AllReduce over RING_LL, read from one group size of
+large messages, fitted a third of its latency and projected +24% at 8x the largest N.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tracescale.replay.alpha_beta import AlphaBeta, fit_rows
+from tracescale.replay.borrowed_alpha import borrow_alpha, protocol_of
+from tracescale.replay.comm import fit_comm
+from tracescale.replay.topology import INTRA
+from tracescale.scaling.comm import factors
+
+ALPHA, BANDWIDTH = 10e-6, 100e9
+TREE = ("allreduce", "TREE", INTRA)
+#: a well-measured sibling key: left alone
+_STRONG = AlphaBeta(ALPHA, 1 / BANDWIDTH, "t", low=(9e-6, 1e-11), alt=(11e-6, 1e-11), alpha_se=5e-7)
+
+
+def _rows(
+    algo: str, groups: list[int], sizes: list[float], noise: float, seed: int
+) -> pd.DataFrame:
+    """AllReduce instances at every (group, size) pair, transfers from the true link with gamma
+    noise of ``noise`` (coefficient of variation; 0 exact)."""
+    rng = np.random.default_rng(seed)
+    pairs = [(g, b) for g in groups for b in sizes]
+    fam = "tree" if algo.startswith("TREE") else "ring"
+    true = []
+    for g, b in pairs:
+        lat, bw = factors("allreduce", np.asarray([float(g)]), b, fam)
+        true.append(ALPHA * lat[0] + bw[0] / BANDWIDTH)
+    k = 1 / noise**2 if noise else 0.0
+    draws = rng.gamma(k, 1 / k, len(pairs)) if noise else np.ones(len(pairs))
+    return pd.DataFrame(
+        {
+            "world_size": [g for g, _ in pairs],
+            "collective": "allreduce",
+            "algo": algo,
+            "bytes": [b for _, b in pairs],
+            "group": [g for g, _ in pairs],
+            "transfer": np.asarray(true) * draws,
+            "pg": "0",
+        }
+    )
+
+
+def test_protocol_is_the_labels_last_token() -> None:
+    assert [protocol_of(a) for a in ("RING_LL", "TREE_LL128", "RING_SIMPLE", "RING", "")] == [
+        "LL",
+        "LL128",
+        "SIMPLE",
+        "",
+        "",
+    ]
+
+
+def test_weak_means_a_range_wider_than_twice_or_reaching_zero() -> None:
+    assert not AlphaBeta(10e-6, 1e-11, "", low=(6e-6, 1e-11), alt=(11e-6, 1e-11)).weak()
+    assert AlphaBeta(10e-6, 1e-11, "", low=(4e-6, 1e-11), alt=(11e-6, 1e-11)).weak()
+    assert AlphaBeta(10e-6, 1e-11, "", low=(0.0, 1e-11), alt=(11e-6, 1e-11)).weak()
+    assert not AlphaBeta(10e-6, 1e-11, "").weak()
+
+
+def test_weak_key_is_combined_with_the_parent_by_precision() -> None:
+    """Own 20 +- 8 us, parent 10 +- 2 us: 3 joint standard errors apart at most, so the
+    precision-weighted mean (20/64 + 10/4) / (1/64 + 1/4) = 180/17 us; beta refitted on the
+    key's own rows; the ends span the parent's range and the key's own point."""
+    own_rows = _rows("RING", [8], [50e6, 100e6], 0.0, 1)
+    other = _rows("TREE", [2, 4, 8], [1e5, 1e6], 0.0, 2)
+    own = AlphaBeta(20e-6, 1e-11, "allreduce/RING/intra", low=(0.0, 1e-11), alt=(40e-6, 1e-11))
+    own = AlphaBeta(**{**own.__dict__, "alpha_se": 8e-6})
+    parent = AlphaBeta(10e-6, 1e-11, "p", low=(7e-6, 1e-11), alt=(13e-6, 1e-11), alpha_se=2e-6)
+    fits = {("allreduce", "RING", INTRA): own, ("allreduce", "", INTRA): parent, TREE: _STRONG}
+    rows = {("allreduce", "RING", INTRA): own_rows, TREE: other}
+    out, notes = borrow_alpha(fits, rows)
+    got = out[("allreduce", "RING", INTRA)]
+    assert got.alpha_s == pytest.approx(180e-6 / 17, rel=1e-12)
+    assert got.at(-1)[0] == pytest.approx(7e-6) and got.at(1)[0] == pytest.approx(20e-6)
+    assert got.source == "allreduce/RING/intra+alpha:allreduce/intra"
+    # exact rows of the true link: beta at alpha 10.6 us is a hair under the true 1/BANDWIDTH
+    assert 1 / got.inv_bw == pytest.approx(BANDWIDTH, rel=0.01)
+    assert len(notes) == 1 and "combined with the better-measured allreduce/intra" in notes[0]
+    assert out[("allreduce", "", INTRA)] is parent
+
+
+def test_latencies_that_disagree_keep_their_own() -> None:
+    """Own 100 +- 20 us against 10 +- 2 us: 90 us apart, more than 3 * hypot(20, 2)."""
+    own = AlphaBeta(100e-6, 1e-11, "o", low=(10e-6, 1e-11), alt=(190e-6, 1e-11), alpha_se=20e-6)
+    parent = AlphaBeta(10e-6, 1e-11, "p", low=(7e-6, 1e-11), alt=(13e-6, 1e-11), alpha_se=2e-6)
+    fits = {("allreduce", "RING", INTRA): own, ("allreduce", "", INTRA): parent, TREE: _STRONG}
+    rows = {
+        ("allreduce", "RING", INTRA): _rows("RING", [8], [50e6], 0.0, 1),
+        TREE: _rows("TREE", [2, 4], [1e5], 0.0, 2),
+    }
+    out, notes = borrow_alpha(fits, rows)
+    assert out[("allreduce", "RING", INTRA)] is own and notes == []
+
+
+def test_unfitted_key_takes_the_donor_latency_and_its_own_bandwidth() -> None:
+    """One message mix fits nothing of its own: the donor's alpha, beta from its rows."""
+    own_rows = _rows("RING", [8], [64e6], 0.0, 1)
+    parent = AlphaBeta(ALPHA, 1 / 50e9, "p", low=(8e-6, 1e-11), alt=(12e-6, 1e-11), alpha_se=1e-6)
+    fits = {("allreduce", "", INTRA): parent}
+    rows = {
+        ("allreduce", "RING", INTRA): own_rows,
+        ("allreduce", "TREE", INTRA): _rows("TREE", [2, 4], [1e5], 0.0, 2),
+    }
+    got = borrow_alpha(fits, rows)[0][("allreduce", "RING", INTRA)]
+    assert got.alpha_s == ALPHA
+    assert 1 / got.inv_bw == pytest.approx(BANDWIDTH, rel=1e-9)  # its own, not the parent's
+    assert "taken from" in borrow_alpha(fits, rows)[1][0]
+
+
+def test_a_key_alone_at_its_tier_borrows_nothing() -> None:
+    """The parent then holds the same rows: no second reading."""
+    own = fit_rows(_rows("RING_LL", [8], [50e6, 100e6], 0.05, 4))
+    assert own is not None
+    fits = {("allreduce", "RING_LL", INTRA): own, ("allreduce", "", INTRA): own}
+    rows = {("allreduce", "RING_LL", INTRA): _rows("RING_LL", [8], [50e6, 100e6], 0.05, 4)}
+    assert borrow_alpha(fits, rows)[0] == fits
+
+
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_fit_comm_borrows_the_same_protocol_over_algorithms(seed: int) -> None:
+    """RING_LL at one group size of large messages (5% noise) cannot place a 10 us latency;
+    TREE_LL over group sizes 2-8 and small messages measures it: the RING_LL key's latency
+    lands within 20% of the truth and its interval covers the truth."""
+    weak = pd.concat(
+        [_rows("RING_LL", [8], [100e6, 200e6, 300e6], 0.05, 10 * seed + i) for i in range(3)]
+    )
+    strong = _rows("TREE_LL", [2, 4, 8], [1e4, 1e5, 1e6], 0.05, seed + 20)
+    model = fit_comm(pd.concat([weak, strong], ignore_index=True), gpus_per_node=8)
+    own = fit_rows(weak)
+    assert own is not None and own.weak()
+    got = model.fits[("allreduce", "RING_LL", INTRA)]
+    assert "+alpha:allreduce/*_LL/intra" in got.source
+    assert got.alpha_s == pytest.approx(ALPHA, rel=0.2)
+    assert got.at(-1)[0] <= ALPHA <= got.at(1)[0]
+    assert any("RING_LL latency" in a and "better-measured" in a for a in model.assumptions)

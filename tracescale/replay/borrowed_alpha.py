@@ -1,0 +1,142 @@
+"""Fitted alpha-beta per (type, algorithm_protocol, tier) + each key's rows -> the same fits,
+with a latency the key's own rows cannot identify combined with a better-measured donor's.
+
+Why: the latency is an intercept. A key whose rows hold one group size, or a few large
+messages, reads it from transfers it is a few % of, and 5% noise per instance puts it
+anywhere from 0 to twice its value (``replay.alpha_beta``). Projecting to 8x the measured
+world multiplies that latency by the hop count, so the error lands in the projection (a
+hybrid data-parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The rows of the
+same collective type and protocol over the other algorithms, or of the type at that tier
+over every algorithm, usually measure it well. Per-hop latency depends on the protocol (LL,
+LL128, Simple each have their own in NCCL's cost model) far more than on ring vs tree, so a
+donor of the same protocol is taken first; the type's whole tier otherwise.
+
+The rule: a weak key (``AlphaBeta.weak``) whose latency has no standard error takes the
+donor's alpha; one with a standard error is combined with the donor's by their precisions,
+unless the two differ by more than three joint standard errors: then the key's own
+latency is real and stays. Beta is refitted on the key's own rows at the new alpha (the
+bandwidth of a key is measured well even when its latency is not). The interval keeps both
+readings: its ends span the donor's range, the key's own point and the combination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from tracescale.replay.alpha_beta import AlphaBeta, fit_rows, refit_beta
+
+Key = tuple[str, str, str]
+#: Own and donor latencies further apart than this many joint standard errors are two
+#: different latencies, not two readings of one.
+_CONSISTENT = 3.0
+
+
+def protocol_of(algo: str) -> str:
+    """The protocol part of an algorithm/protocol label (``RING_LL128`` -> ``LL128``), '' when
+    the label carries none."""
+    for proto in ("LL128", "LL", "SIMPLE"):
+        if algo.upper().endswith(proto):
+            return proto
+    return ""
+
+
+def borrow_alpha(
+    fits: Mapping[Key, AlphaBeta], own_rows: Mapping[Key, pd.DataFrame]
+) -> tuple[dict[Key, AlphaBeta], list[str]]:
+    """``fits`` with every weak (or unfitted) level-3 key's latency combined with its donor's,
+    and the assumptions that states; ``own_rows``: each (type, algo, tier) key's rows."""
+    out = dict(fits)
+    notes: list[str] = []
+    for key, rows in own_rows.items():
+        own = fits.get(key)
+        if own is not None and not own.weak():
+            continue
+        donor, donor_name = _donor(key, fits, own_rows)
+        if donor is None or donor.alpha_se is None:
+            continue
+        got = _combine(own, donor, rows)
+        if got is None:
+            continue
+        source = f"{own.source if own else '/'.join(key)}+alpha:{donor_name}"
+        out[key] = replace(got, source=source)
+        notes.append(_note(key, own, donor_name, out[key]))
+    return out, notes
+
+
+def _donor(
+    key: Key, fits: Mapping[Key, AlphaBeta], own_rows: Mapping[Key, pd.DataFrame]
+) -> tuple[AlphaBeta | None, str]:
+    """The better-measured latency for ``key``: the same type, tier and protocol pooled over
+    every algorithm, else the type's fit at that tier over every algorithm; one that is
+    itself weak, or pools no other key's rows, is none."""
+    ctype, algo, tier = key
+    proto = protocol_of(algo)
+    if proto:
+        same = [
+            rows
+            for (c, a, t), rows in own_rows.items()
+            if c == ctype and t == tier and protocol_of(a) == proto
+        ]
+        if len(same) > 1:
+            pooled = fit_rows(pd.concat(same, ignore_index=True))
+            if pooled is not None and pooled.alpha_se is not None and not pooled.weak():
+                return pooled, f"{ctype}/*_{proto}/{tier}"
+    parent = fits.get((ctype, "", tier))
+    siblings = sum(1 for c, _, t in own_rows if c == ctype and t == tier)
+    if parent is None or parent.alpha_se is None or parent.weak() or siblings < 2:
+        return None, ""
+    return parent, f"{ctype}/{tier}"
+
+
+def _combine(own: AlphaBeta | None, donor: AlphaBeta, rows: pd.DataFrame) -> AlphaBeta | None:
+    """The key's link at the combined latency, beta refitted on its rows, with the ends
+    spanning both readings; None where the two latencies disagree (the key keeps its own)."""
+    d_alpha, d_se = donor.alpha_s, float(donor.alpha_se or 0.0)
+    if own is None or own.alpha_se is None:
+        alpha = d_alpha
+    else:
+        o_se = own.alpha_se
+        if abs(own.alpha_s - d_alpha) > _CONSISTENT * float(np.hypot(o_se, d_se)):
+            return None
+        if o_se <= 0 or d_se <= 0:
+            alpha = own.alpha_s if o_se <= 0 else d_alpha
+        else:
+            w_own, w_donor = 1.0 / o_se**2, 1.0 / d_se**2
+            alpha = (w_own * own.alpha_s + w_donor * d_alpha) / (w_own + w_donor)
+    readings = [alpha, donor.at(-1)[0], donor.at(1)[0]]
+    if own is not None:
+        readings.append(own.alpha_s)
+    lo, hi = max(min(readings), 0.0), max(readings)
+    low = (lo, refit_beta(rows, lo)) if lo < alpha else None
+    high = (hi, refit_beta(rows, hi)) if hi > alpha else None
+    se = d_se if own is None or own.alpha_se is None else _joint_se(own.alpha_se, d_se)
+    return AlphaBeta(alpha, refit_beta(rows, alpha), "", alt=high, low=low, alpha_se=se)
+
+
+def _joint_se(a: float, b: float) -> float:
+    """Standard error of the precision-weighted mean of two readings."""
+    if a <= 0 or b <= 0:
+        return min(a, b)
+    return float(1.0 / np.sqrt(1.0 / a**2 + 1.0 / b**2))
+
+
+def _note(key: Key, own: AlphaBeta | None, donor: str, got: AlphaBeta) -> str:
+    ctype, algo, tier = key
+    lo, hi = got.at(-1)[0], got.at(1)[0]
+    mine = (
+        "no latency of their own"
+        if own is None
+        else f"{own.alpha_s * 1e6:.3g} us, 90% range {own.at(-1)[0] * 1e6:.3g}-"
+        f"{own.at(1)[0] * 1e6:.3g} us"
+    )
+    how = "taken from" if own is None or own.alpha_se is None else "combined with"
+    return (
+        f"{tier}-node {ctype} {algo} latency {got.alpha_s * 1e6:.3g} us per hop: its own rows "
+        f"give {mine}, so it is {how} the better-measured {donor} latency (same protocol "
+        f"first); bandwidth refitted on its own rows; 90% range {lo * 1e6:.3g}-{hi * 1e6:.3g} "
+        "us, the intervals replay both ends"
+    )
