@@ -16,7 +16,11 @@ donor's alpha; one with a standard error is combined with the donor's by their p
 unless the two differ by more than three joint standard errors: then the key's own
 latency is real and stays. Beta is refitted on the key's own rows at the new alpha (the
 bandwidth of a key is measured well even when its latency is not). The interval keeps both
-readings: its ends span the donor's range, the key's own point and the combination.
+readings: its ends span the donor's range, the key's own range and the combination. So the
+donor moves the point and never narrows the interval: that the two latencies are one is an
+assumption the rows cannot confirm (a donor pooled over protocols of different bandwidths
+reads its latency biased and its standard error too small; narrowing to it lost the truth
+on multi-node studies at 2x-8x).
 """
 
 from __future__ import annotations
@@ -94,7 +98,8 @@ def _donor(
 
 def _combine(own: AlphaBeta | None, donor: AlphaBeta, rows: pd.DataFrame) -> AlphaBeta | None:
     """The key's link at the combined latency, beta refitted on its rows, with the ends
-    spanning both readings; None where the two latencies disagree (the key keeps its own)."""
+    spanning both readings and both ranges; None where the two latencies disagree (the key
+    keeps its own)."""
     d_alpha, d_se = donor.alpha_s, float(donor.alpha_se or 0.0)
     if own is None or own.alpha_se is None:
         alpha = d_alpha
@@ -109,7 +114,7 @@ def _combine(own: AlphaBeta | None, donor: AlphaBeta, rows: pd.DataFrame) -> Alp
             alpha = (w_own * own.alpha_s + w_donor * d_alpha) / (w_own + w_donor)
     readings = [alpha, donor.at(-1)[0], donor.at(1)[0]]
     if own is not None:
-        readings.append(own.alpha_s)
+        readings += [own.alpha_s, own.at(-1)[0], own.at(1)[0]]
     lo, hi = max(min(readings), 0.0), max(readings)
     low = (lo, refit_beta(rows, lo)) if lo < alpha else None
     high = (hi, refit_beta(rows, hi)) if hi > alpha else None
