@@ -3,6 +3,7 @@ changed, renders byte for byte what a cold run renders, and never trusts a damag
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -229,3 +230,43 @@ def test_no_cache_and_custom_workers_bypass_it(
     seen: list[str] = []
     pipeline.analyze(str(study), jobs=1, cache_dir=str(cache), progress=lambda t: seen.append(t))
     assert counter.calls == 2 and len(seen) == 7
+
+
+CRAFTED: dict[str, Callable[[dict[str, Any]], None]] = {
+    # The field the report's stragglers section once indexed (a TypeError, exit 70).
+    "per_rank not a list": lambda d: d["studies"][0]["runs"][1].update(per_rank=1),
+    "a string for a number": lambda d: d["studies"][0]["scaling"].update(amdahl_limit="x"),
+    "studies not a list": lambda d: d.update(studies={"0": 1}),
+    "NaN": lambda d: d["studies"][0]["scaling"].update(amdahl_limit=float("nan")),
+}
+
+
+@pytest.mark.parametrize("craft", sorted(CRAFTED))
+def test_crafted_document_with_a_valid_checksum_is_a_miss(
+    craft: str, study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checksum only catches damage: a document rewritten with a valid checksum that
+    breaks the study schema must be recomputed, not handed to the renderers."""
+    cache = tmp_path / "cache"
+    args = ["analyze", str(study), "--cache-dir", str(cache), "-q", "-j1"]
+    runner = CliRunner()
+    cold = runner.invoke(cli, args)
+    assert cold.exit_code == 0, cold.output
+    (slot,) = _entries(cache)
+    good = slot.read_bytes()
+    fixed = len(study_cache.MAGIC) + hashlib.sha256().digest_size + 8
+    n = int.from_bytes(good[fixed - 8 : fixed], "little")
+    key = json.loads(good[fixed : fixed + n])["key"]  # the CLI's key (its own memory budget)
+    doc = study_cache.decode(good, key)
+    CRAFTED[craft](doc)
+    body = json.dumps(doc).encode()  # allow_nan: a crafter need not use the writer
+    head = json.dumps({"format": study_cache.FORMAT_VERSION, "key": key}, sort_keys=True)
+    rest = len(head).to_bytes(8, "little") + head.encode() + body
+    slot.write_bytes(study_cache.MAGIC + hashlib.sha256(rest).digest() + rest)
+    with pytest.raises(study_cache.StudyEntryError):
+        study_cache.decode(slot.read_bytes(), key)
+    counter = MapCounter(monkeypatch)
+    warm = runner.invoke(cli, args)
+    assert counter.calls == 1, "a crafted document must be recomputed"
+    assert warm.exit_code == 0 and warm.output == cold.output
+    assert slot.read_bytes() == good, "the recomputed document replaces the crafted one"

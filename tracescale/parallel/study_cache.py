@@ -16,7 +16,12 @@ The slot (file name) is a hash of the study path and options, so a changed file 
 study's entry instead of piling up; the header repeats the whole key and any difference is a
 miss. An entry is untrusted like a per-rank one (:mod:`.cache`): plain JSON behind a SHA-256
 checksum verified before parsing, read only from a regular file below a size limit, never
-pickle. Nothing here imports pandas, scipy or the classifier: a hit renders without them.
+pickle. The checksum only catches damage: whoever can write the cache can also write a valid
+checksum, so a document is used only if it also holds the study schema's shape (the contract
+``tracescale report`` enforces on a saved study) and no NaN or infinity (the writer never
+stores one); anything else is a miss and is recomputed, so the renderers only ever see
+documents of the shape they were written for. Nothing here imports pandas, scipy or the
+classifier: a hit renders without them.
 """
 
 from __future__ import annotations
@@ -144,7 +149,7 @@ def decode(blob: bytes, key: Mapping[str, Any]) -> dict[str, Any]:
         raise StudyEntryError("header length out of range")
     try:
         header = json.loads(bytes(body[8 : 8 + n]))
-        doc = json.loads(bytes(body[8 + n :]))
+        doc = json.loads(bytes(body[8 + n :]), parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         raise StudyEntryError(f"not JSON: {exc}") from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION:
@@ -153,7 +158,31 @@ def decode(blob: bytes, key: Mapping[str, Any]) -> dict[str, Any]:
         raise StudyEntryError("stale entry (key differs)")
     if not isinstance(doc, dict) or "studies" not in doc or "schema_version" not in doc:
         raise StudyEntryError("not a study document")
+    check_shape(doc)
     return doc
+
+
+def _refuse_constant(name: str) -> Any:
+    """``json.loads`` hook for NaN and Infinity, which :func:`encode` never writes."""
+    raise ValueError(f"{name} in a cached document")
+
+
+def check_shape(doc: dict[str, Any]) -> None:
+    """Raise :class:`StudyEntryError` unless ``doc`` validates against the study schema.
+
+    A crafted document with a valid checksum would otherwise reach the renderers, which trust
+    the schema's types (a number where a list is due is a TypeError, exit 70); a saved study
+    given to ``report`` is held to the same contract in :func:`tracescale.study.load`.
+    """
+    import jsonschema
+
+    from tracescale.report.schemas import validate
+
+    try:
+        validate(doc)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "top level"
+        raise StudyEntryError(f"document breaks the study schema at {where}") from exc
 
 
 class StudyCache:
