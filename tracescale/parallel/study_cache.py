@@ -137,7 +137,8 @@ def encode(doc: Mapping[str, Any], key: Mapping[str, Any]) -> bytes:
 
 
 def decode(blob: bytes, key: Mapping[str, Any]) -> dict[str, Any]:
-    """The document in ``blob`` if it verifies and its header holds exactly ``key``."""
+    """The document in ``blob`` if it verifies, its header holds exactly ``key`` and it has
+    the study schema's shape; else :class:`StudyEntryError`."""
     fixed = len(MAGIC) + _DIGEST + 8
     if len(blob) < fixed or blob[: len(MAGIC)] != MAGIC:
         raise StudyEntryError("not a study cache entry of this format")
@@ -172,17 +173,16 @@ def check_shape(doc: dict[str, Any]) -> None:
 
     A crafted document with a valid checksum would otherwise reach the renderers, which trust
     the schema's types (a number where a list is due is a TypeError, exit 70); a saved study
-    given to ``report`` is held to the same contract in :func:`tracescale.study.load`.
+    given to ``report`` is held to the same contract in :func:`tracescale.study.load`. The
+    check is :func:`tracescale.report.schemas.check`, jsonschema's verdict without importing
+    jsonschema, which alone took longer than the rest of a cached ``analyze``.
     """
-    import jsonschema
-
-    from tracescale.report.schemas import validate
+    from tracescale.report.schemas import ShapeError, check
 
     try:
-        validate(doc)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "top level"
-        raise StudyEntryError(f"document breaks the study schema at {where}") from exc
+        check(doc)
+    except ShapeError as exc:
+        raise StudyEntryError(f"document {exc}") from exc
 
 
 class StudyCache:
