@@ -51,13 +51,15 @@ def _across_nodes(gpus_per_node: int, sizes: tuple[int, ...], skew: float = 0.0)
         (2, (2, 4, 8), 0.0, 4),
         # {0,2} stays in node 0, only {0,2,4,6} at N=8 crosses: one inter-node group size,
         # whose latency (a few % of each 50-100 MB transfer, 5% noise per instance) is read at
-        # 108 us for a true 60 with a 90% range of 36-180 us; the intervals replay both ends
-        # (8x seeds 1/2/3: -12.1/-11.0/-16.4%; with the narrow interval the truth lay outside)
+        # 108 us for a true 60 with a 90% range of 36-180 us; combined with the plausible
+        # range from the intra-node link (replay.borrowed_alpha) and the intervals replaying
+        # both ends, 8x seeds 1/2/3: -1.2/-3.8/-1.7% (its own reading alone: -12.1/-11.1/-16.4%)
         (4, (2, 4, 8), 0.0, 12),
         # {0,2} stays in node 0, {0,2,4,6} and {0,2,...,14} cross: two inter-node sizes. The
         # inter-node latency is a few % of each 100 MB transfer and each instance has 5% noise:
-        # 4 steps put a true 60 us at 30 us (8x: seeds 1/2/3 +16.6/+7.9/-13.4%), 12 steps at
-        # 48 us (+5.5/+12.2/-11.3%)
+        # 4 steps put a true 60 us at 30 us (8x: seeds 1/2/3 +16.5/+7.9/-13.4% on its own
+        # reading, +10.7/+6.9/-6.2% combined with the plausible range), 12 steps at 48 us
+        # (+5.1/+10.6/-11.3%)
         (4, (2, 4, 8, 16), 0.0, 12),
         # the same with each node's clock up to 2 ms off: a rank in another pair and another
         # data-parallel group shares no instance with the representative rank; its clock is

@@ -110,6 +110,16 @@ def fit_rows(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | 
         return AlphaBeta(float(coef[0]), float(coef[1]), "", alt=high, low=low, alpha_se=se_alpha)
     if prior is None:
         return None
+    return between_tiers(rows, prior)
+
+
+def between_tiers(rows: pd.DataFrame, prior: AlphaBeta) -> AlphaBeta:
+    """The slower tier's link from ``rows`` where its latency is assumed, not read: between
+    ``prior``'s (the intra-node) alpha, latency not growing, and that alpha times the bandwidth
+    ratio, latency growing like bandwidth shrinks; the point at their geometric mean (a fixed
+    point, since the ratio is measured at the point's beta), beta refitted at each."""
+    x, y = factor_rows(rows)
+    w = 1.0 / np.maximum(y, 1e-9)
 
     def beta_for(alpha: float) -> float:
         return beta_given(x, y, w, alpha)

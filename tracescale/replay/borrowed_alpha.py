@@ -9,7 +9,13 @@ hybrid data-parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The 
 same collective type and protocol over the other algorithms, or of the type at that tier
 over every algorithm, usually measure it well. Per-hop latency depends on the protocol (LL,
 LL128, Simple each have their own in NCCL's cost model) far more than on ring vs tree, so a
-donor of the same protocol is taken first; the type's whole tier otherwise.
+donor of the same protocol is taken first; the type's whole tier otherwise. An inter-node key
+with neither (the tier measured at one group size, one protocol) is given the plausible
+inter-node range as its donor, read from the well-measured intra-node latency: between that
+latency (not growing across nodes) and it times the measured bandwidth ratio (growing like
+bandwidth shrinks), centred on their geometric mean, the range taken as its 90% range.
+NCCL's own cost model puts the network's per-hop latency at 3-6x NVLink's (2.7-9.6 vs
+0.5-3.4 us) where its bandwidth is 6-12x lower: inside that range.
 
 The rule: a weak key (``AlphaBeta.weak``) whose latency has no standard error takes the
 donor's alpha; one with a standard error is combined with the donor's by their precisions,
@@ -31,9 +37,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from tracescale.replay.alpha_beta import AlphaBeta, fit_rows, refit_beta
+from tracescale.replay.alpha_beta import AlphaBeta, between_tiers, fit_rows, refit_beta
 
 Key = tuple[str, str, str]
+#: Half a normal 90% range in standard errors: the plausible range's spread as a reading.
+_Z90 = 1.6448536269514722
 #: Own and donor latencies further apart than this many joint standard errors are two
 #: different latencies, not two readings of one.
 _CONSISTENT = 3.0
@@ -49,10 +57,14 @@ def protocol_of(algo: str) -> str:
 
 
 def borrow_alpha(
-    fits: Mapping[Key, AlphaBeta], own_rows: Mapping[Key, pd.DataFrame]
+    fits: Mapping[Key, AlphaBeta],
+    own_rows: Mapping[Key, pd.DataFrame],
+    faster: Mapping[Key, AlphaBeta] | None = None,
 ) -> tuple[dict[Key, AlphaBeta], list[str]]:
     """``fits`` with every weak (or unfitted) level-3 key's latency combined with its donor's,
-    and the assumptions that states; ``own_rows``: each (type, algo, tier) key's rows."""
+    and the assumptions that states; ``own_rows``: each (type, algo, tier) key's rows;
+    ``faster``: for the inter-node keys, the intra-node link of the same key (the plausible
+    range's start), where one was fitted."""
     out = dict(fits)
     notes: list[str] = []
     for key, rows in own_rows.items():
@@ -60,6 +72,9 @@ def borrow_alpha(
         if own is not None and not own.weak():
             continue
         donor, donor_name = _donor(key, fits, own_rows)
+        if donor is None and own is not None and own.alpha_se is not None and key in (faster or {}):
+            # (a key with no reading of its own was given this very range by fit_rows)
+            donor, donor_name = _plausible((faster or {})[key], rows)
         if donor is None or donor.alpha_se is None:
             continue
         got = _combine(own, donor, rows)
@@ -94,6 +109,22 @@ def _donor(
     if parent is None or parent.alpha_se is None or parent.weak() or siblings < 2:
         return None, ""
     return parent, f"{ctype}/{tier}"
+
+
+def _plausible(intra: AlphaBeta, rows: pd.DataFrame) -> tuple[AlphaBeta | None, str]:
+    """The plausible inter-node latency for ``rows`` as a reading with a standard error, from
+    an intra-node link that is itself well measured; none otherwise."""
+    if intra.alpha_se is None or intra.weak():
+        return None, ""
+    got = between_tiers(rows, intra)
+    lo, hi = got.at(-1)[0], got.at(1)[0]
+    if hi <= lo:
+        return None, ""
+    name = (
+        f"plausible inter-node ({lo * 1e6:.3g}-{hi * 1e6:.3g} us: the "
+        f"{intra.source or 'intra-node'} latency to it times the bandwidth ratio {hi / lo:.3g})"
+    )
+    return replace(got, alpha_se=(hi - lo) / (2 * _Z90)), name
 
 
 def _combine(own: AlphaBeta | None, donor: AlphaBeta, rows: pd.DataFrame) -> AlphaBeta | None:
@@ -141,7 +172,8 @@ def _note(key: Key, own: AlphaBeta | None, donor: str, got: AlphaBeta) -> str:
     how = "taken from" if own is None or own.alpha_se is None else "combined with"
     return (
         f"{tier}-node {ctype} {algo} latency {got.alpha_s * 1e6:.3g} us per hop: its own rows "
-        f"give {mine}, so it is {how} the better-measured {donor} latency (same protocol "
-        f"first); bandwidth refitted on its own rows; 90% range {lo * 1e6:.3g}-{hi * 1e6:.3g} "
-        "us, the intervals replay both ends"
+        f"give {mine}, so it is {how} the {donor} latency (the donors in order: the same "
+        "protocol, the type at that tier, the plausible inter-node range); bandwidth refitted "
+        f"on its own rows; 90% range {lo * 1e6:.3g}-{hi * 1e6:.3g} us, the intervals replay "
+        "both ends"
     )

@@ -21,7 +21,7 @@ and where the range is wide (one group size, one message mix) the assumptions sa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -137,6 +137,24 @@ def _unmeasured_inter(intra: AlphaBeta) -> AlphaBeta:
     return AlphaBeta(intra.alpha_s, intra.inv_bw, intra.source, alt=slow)
 
 
+def _intra_links(
+    fits: Mapping[tuple[str, str, str], AlphaBeta], keys: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], AlphaBeta]:
+    """Per inter-node key, the intra-node link its plausible range starts from: the bandwidth of
+    the same key inside a node (else the type's, else any), the latency of the first of those
+    that is well measured (a borrowed intra-node key keeps its own wide range)."""
+    out = {}
+    for ctype, algo, _ in keys:
+        chain = [fits.get(k) for k in ((ctype, algo, INTRA), (ctype, "", INTRA), ("", "", INTRA))]
+        links = [f for f in chain if f is not None]
+        sure = [f for f in links if f.alpha_se is not None and not f.weak()]
+        if links and sure:
+            out[(ctype, algo, INTER)] = replace(
+                sure[0], inv_bw=links[0].inv_bw, low=None, alt=None, source=sure[0].source
+            )
+    return out
+
+
 def group_laws(instances: pd.DataFrame) -> dict[str, bool]:
     """Process group role (description, else name) -> whether its size follows N over the
     runs (else constant)."""
@@ -196,7 +214,8 @@ def fit_comm(
                 got = fit_rows(rows, prior)
                 if got is not None:
                     fits[slot] = replace(got, source="/".join(k))
-        borrowed, borrow_notes = borrow_alpha(fits, own_rows)
+        faster = _intra_links(fits, own_rows) if tier == INTER else None
+        borrowed, borrow_notes = borrow_alpha(fits, own_rows, faster)
         for slot, rows in own_rows.items():
             got = fits.get(slot)
             if got is not None and borrowed[slot] is got:
