@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracescale.replay.cycles import cycle_period, phase_weights, weighted_mean
+from tracescale.replay.cycles import cycle_period, mix_ends, phase_weights, rare_kind, weighted_mean
+from tracescale.replay.project import bootstrap_mean
 
 
 def test_cycle_period_is_the_shortest_exact_repeat() -> None:
@@ -31,3 +32,47 @@ def test_whole_cycles_and_no_cycle_keep_equal_weights() -> None:
     assert phase_weights(np.array([5, 5, 7, 5, 5, 7])).tolist() == pytest.approx([1 / 6] * 6)
     assert phase_weights(np.array([3, 4, 5])).tolist() == pytest.approx([1 / 3] * 3)
     assert weighted_mean(np.array([1.0, 3.0]), np.zeros(0)) == 2.0
+
+
+@pytest.mark.parametrize("m", [4, 5, 6, 7])
+def test_one_optimizer_step_in_a_window_weighs_one_over_the_shortest_period(m: int) -> None:
+    """A 4-step accumulation cycle profiled from its first micro-step: the optimizer step at
+    position 3 of m < 8 steps shows once; no other among the 3 before it means a period of at
+    least 4, so it weighs 1/4 (the plain mean gave 1/m)."""
+    sig = np.array([26] * m)
+    sig[3] = 33
+    w = phase_weights(sig)
+    assert w.sum() == pytest.approx(1.0)
+    assert w[3] == pytest.approx(1 / 4)
+    assert np.delete(w, 3).tolist() == pytest.approx([3 / 4 / (m - 1)] * (m - 1))
+    low, high = mix_ends(sig)
+    assert low[3] == pytest.approx(1 / 8) and high[3] == pytest.approx(1 / 4)
+
+
+def test_the_rare_kind_share_from_its_position_and_spacing() -> None:
+    # once, at position 1 of 6: no other in the 4 steps after it, so a period of at least 5
+    got = rare_kind(np.array([5, 7, 5, 5, 5, 5]))
+    assert got is not None and got[1] == pytest.approx(1 / 5)
+    # twice, 4 apart, none missing at either edge of 7 steps: every 4th
+    got = rare_kind(np.array([5, 7, 5, 5, 5, 7, 5]))
+    assert got is not None and got[1] == pytest.approx(1 / 4)
+    # twice, unevenly: the window's own share
+    got = rare_kind(np.array([7, 5, 7, 5, 5, 5, 5]))
+    assert got is not None and got[1] == pytest.approx(2 / 7)
+    # three kinds, or two equally common: nothing to estimate
+    assert rare_kind(np.array([5, 6, 7, 5, 5, 5])) is None
+    assert rare_kind(np.array([5, 7, 7, 5])) is None
+    assert mix_ends(np.array([5, 5, 7, 5, 5, 7, 5, 5])) == []  # a cycle was found
+
+
+def test_the_bootstrap_resamples_within_each_kind_of_step() -> None:
+    """2 optimizer steps of 9 ms among 8 (a 4-step cycle), the others 1 ms: the cycle is no
+    noise, so with the kinds as strata the interval is the point; drawn iid, the optimizer
+    step appears 0 to 5 times in a resample and the interval spans about 2.0-5.0 ms."""
+    steps = np.array([1, 1, 1, 9, 1, 1, 1, 9], dtype=float) * 1e-3
+    kinds = np.array([26, 26, 26, 33, 26, 26, 26, 33])
+    w = phase_weights(kinds)
+    lo, hi = bootstrap_mean(steps, 0, weighted_mean(steps, w), kinds, w)
+    assert lo == pytest.approx(3e-3) and hi == pytest.approx(3e-3)
+    iid = bootstrap_mean(steps, 0)
+    assert iid[0] < 2.1e-3 and iid[1] > 4.9e-3

@@ -62,7 +62,7 @@ def _base_interval(study: ReplayStudy, t_base: float, base_n: int) -> tuple[floa
             mean = weighted_mean(steps, run.weights)
             if mean <= 0:
                 break
-            lo, hi = bootstrap_mean(steps, 0, mean)
+            lo, hi = bootstrap_mean(steps, 0, mean, run.strata, run.weights)
             return min(t_base * lo / mean, t_base), max(t_base * hi / mean, t_base)
     return t_base, t_base
 
@@ -125,7 +125,9 @@ def _t1_interval(study: ReplayStudy, t1: float, base_n: int) -> tuple[float, flo
     first = study.runs[0]
     if base_n == 1 and first.world_size == 1 and first.kept.any():
         steps = first.measured[first.kept]
-        lo, hi = bootstrap_mean(steps, 0, weighted_mean(steps, first.weights))
+        lo, hi = bootstrap_mean(
+            steps, 0, weighted_mean(steps, first.weights), first.strata, first.weights
+        )
         return min(lo, t1), max(hi, t1)
     lo, hi = study.project(1).ci90
     return min(lo, t1), max(hi, t1)

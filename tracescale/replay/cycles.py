@@ -34,9 +34,14 @@ def cycle_period(signature: npt.NDArray[np.int64]) -> int:
 def cycle_weights(graph: Graph, kept: npt.NDArray[np.bool_]) -> F64:
     """Per kept step, its weight in the mean step (sum 1): each phase of the cycle weighs
     1/period, shared by the kept steps in that phase; equal weights without a cycle."""
+    return phase_weights(step_signature(graph, kept))
+
+
+def step_signature(graph: Graph, kept: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """Per kept step, its count of device nodes (steps of one phase launch the same work)."""
     on = (graph.kind >= DEV) & (graph.dur > 0) & (graph.step >= 0)
     counts = np.bincount(graph.step[on], minlength=len(kept))[: len(kept)]
-    return phase_weights(counts[kept].astype(np.int64))
+    return counts[kept].astype(np.int64)
 
 
 def phase_weights(signature: npt.NDArray[np.int64]) -> F64:
@@ -45,11 +50,73 @@ def phase_weights(signature: npt.NDArray[np.int64]) -> F64:
     if m == 0:
         return np.zeros(0)
     p = cycle_period(signature)
-    if p == 1 or m % p == 0:
+    if p == 1:
+        rare = rare_kind(signature)
+        if rare is None:
+            return np.full(m, 1.0 / m)
+        mask, share = rare
+        return _mix(mask, share)
+    if m % p == 0:
         return np.full(m, 1.0 / m)
     phase = np.arange(m) % p
     per_phase = np.bincount(phase, minlength=p)
     return 1.0 / (p * per_phase[phase])
+
+
+def rare_kind(signature: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], float] | None:
+    """Where two kinds of step alternate with no whole cycle in the window: the rarer kind's
+    steps and its share of a long run of steps; None otherwise (alike steps, more kinds).
+
+    The share is one over the shortest period the window allows: a kind seen once, at
+    position i of m steps, has no other occurrence among the i steps before it nor the
+    m - i - 1 after, so it recurs at least every max(i + 1, m - i) steps; seen c >= 2 times
+    evenly d apart (with none missing at either edge), every d. Why the shortest: over a
+    window whose start is independent of the cycle, a period p shows the kind just there
+    with probability 1/p, so the shortest consistent period is the likeliest. Five steps of
+    a 4-step accumulation cycle hold one optimizer step, at position 3: period 4, share 1/4,
+    where the plain mean gave 1/5 (a speedup 16% too high at 8x; with 6 steps 1/6, 30%).
+    Steps of no even spacing keep the window's own share, c/m."""
+    m = len(signature)
+    kinds, counts = np.unique(signature, return_counts=True)
+    if len(kinds) != 2 or 2 * int(counts.min()) >= m:
+        return None
+    mask = signature == kinds[int(np.argmin(counts))]
+    at = np.flatnonzero(mask)
+    c = len(at)
+    period: float = m / c
+    if c == 1:
+        period = float(max(at[0] + 1, m - at[0]))
+    else:
+        gaps = np.diff(at)
+        d = int(gaps[0])
+        if bool(np.all(gaps == d)) and at[0] < d and m - 1 - at[-1] < d:
+            period = float(d)
+    return mask, min(1.0 / period, 0.5)
+
+
+def _mix(mask: npt.NDArray[np.bool_], share: float) -> F64:
+    """Weights giving the ``mask`` steps ``share`` of the mean and the others the rest."""
+    c, m = int(mask.sum()), len(mask)
+    return np.where(mask, share / c, (1.0 - share) / (m - c))
+
+
+#: The rare kind's share at the interval's low end: this fraction of the estimate (it could
+#: recur more rarely than the window suggests; it cannot recur more often).
+MIX_SPREAD = 2.0
+
+
+def mix_ends(signature: npt.NDArray[np.int64]) -> list[F64]:
+    """Weights for the interval's ends where :func:`rare_kind` had to estimate the step mix:
+    the rare kind's share divided by ``MIX_SPREAD`` (a period longer than the window shows)
+    and as estimated (the shortest the window allows is the most it can recur); none when
+    the steps are alike, a cycle was found, or more than two kinds appear."""
+    if cycle_period(signature) != 1:
+        return []
+    rare = rare_kind(signature)
+    if rare is None:
+        return []
+    mask, share = rare
+    return [_mix(mask, share / MIX_SPREAD), _mix(mask, share)]
 
 
 def weighted_mean(steps: F64, weights: F64) -> float:

@@ -203,7 +203,7 @@ class ReplayStudy:
         steps = self.replayed_steps(n)
         alt = self.replayed_steps(n, alt=True)
         t = weighted_mean(steps, w)
-        lo, hi = bootstrap_mean(steps, seed + n, t)
+        lo, hi = bootstrap_mean(steps, seed + n, t, self.base.strata, w)
         t_alt = weighted_mean(alt, w)
         # each alpha-beta at either end of its range (an unidentified or unmeasured link)
         t_comm = [weighted_mean(self.replayed_steps(n, comm_end=k), w) for k in self.comm.ends()]
@@ -213,8 +213,10 @@ class ReplayStudy:
         per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
         u = per_doubling * doublings
         t_tail = [weighted_mean(self.replayed_steps(n, tail_alt=k), w) for k in (-1, 1)]
-        lo = min(float(lo), t_alt, *t_comm, *t_tail, t / (1 + u), t)
-        hi = max(float(hi), t_alt, *t_comm, *t_tail, t * (1 + u), t)
+        # the step mix a window without a whole cycle could hide (``replay.cycles.mix_ends``)
+        t_mix = [weighted_mean(steps, mix) for mix in self.base.mix_weights]
+        lo = min(float(lo), t_alt, *t_comm, *t_tail, *t_mix, t / (1 + u), t)
+        hi = max(float(hi), t_alt, *t_comm, *t_tail, *t_mix, t * (1 + u), t)
         return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
 
     def _cv_share(self) -> float:
@@ -240,19 +242,43 @@ class ReplayStudy:
         alt_dur = self.durations(1, alt=True, infinite=True)[0]
         t_alt = weighted_mean(replay(self.base.graph, alt_dur).step_time[kept], w)
         t = weighted_mean(steps, w)
-        lo, hi = bootstrap_mean(steps, seed, t)
+        lo, hi = bootstrap_mean(steps, seed, t, self.base.strata, w)
         return t, min(lo, t_alt, t), max(hi, t_alt, t)
 
 
-def bootstrap_mean(steps: F64, seed: int, centre: float | None = None) -> tuple[float, float]:
+def bootstrap_mean(
+    steps: F64,
+    seed: int,
+    centre: float | None = None,
+    strata: npt.NDArray[np.int64] | None = None,
+    weights: F64 | None = None,
+) -> tuple[float, float]:
     """5-95% interval of the mean step over a bootstrap of ``steps``, moved to ``centre`` (a
-    cycle-weighted mean) when given."""
+    cycle-weighted mean) when given.
+
+    With ``strata`` (a label per step: its kind, ``RunReplay.strata``) and ``weights`` the
+    steps are resampled within each kind and the kinds keep their weights: the optimizer step
+    of a 4-step accumulation cycle recurs every 4th step by construction, and an iid bootstrap
+    that draws it 0 to 4 times out of 8 read the cycle as noise (a speedup interval of -78% to
+    +143% at 8x for a projection within 3%)."""
     if len(steps) == 0:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(steps), size=(_BOOT, len(steps)))
-    lo, hi = np.percentile(steps[idx].mean(axis=1), [5.0, 95.0])
-    shift = 0.0 if centre is None else centre - float(np.mean(steps))
+    if strata is None or weights is None or len(strata) != len(steps):
+        idx = rng.integers(0, len(steps), size=(_BOOT, len(steps)))
+        means = steps[idx].mean(axis=1)
+        point = float(np.mean(steps))
+    else:
+        means = np.zeros(_BOOT)
+        point = 0.0
+        for kind in np.unique(strata):
+            members = steps[strata == kind]
+            share = float(weights[strata == kind].sum())
+            idx = rng.integers(0, len(members), size=(_BOOT, len(members)))
+            means += share * members[idx].mean(axis=1)
+            point += share * float(members.mean())
+    lo, hi = np.percentile(means, [5.0, 95.0])
+    shift = 0.0 if centre is None else centre - point
     return float(lo) + shift, float(hi) + shift
 
 

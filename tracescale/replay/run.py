@@ -17,7 +17,7 @@ from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
-from tracescale.replay.cycles import cycle_weights
+from tracescale.replay.cycles import cycle_weights, mix_ends, step_signature
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
@@ -70,6 +70,22 @@ class RunReplay:
     def weights(self) -> F64:
         """Per kept step, its weight in the mean step (``replay.cycles``)."""
         return cycle_weights(self.graph, self.kept)
+
+    @property
+    def strata(self) -> npt.NDArray[np.int64] | None:
+        """Per kept step, its kind for the bootstrap (``replay.project.bootstrap_mean``): its
+        count of device nodes, where the steps fall into a few kinds that each repeat (at
+        most half as many kinds as steps); None where they are all alike or mostly unique
+        (shapes that vary every step: no kind to resample within)."""
+        sig = step_signature(self.graph, self.kept)
+        kinds = len(np.unique(sig))
+        return sig if 1 < kinds <= len(sig) // 2 else None
+
+    @property
+    def mix_weights(self) -> list[F64]:
+        """Alternative weights for the interval's ends where the step mix is uncertain
+        (``replay.cycles.mix_ends``); none otherwise."""
+        return mix_ends(step_signature(self.graph, self.kept))
 
     @property
     def replay_error(self) -> float:
