@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracescale.replay.cycles import cycle_period, mix_ends, phase_weights, rare_kind, weighted_mean
-from tracescale.replay.project import bootstrap_mean
+from tracescale.replay.cycles import (
+    bootstrap_mean,
+    cycle_period,
+    mix_ends,
+    phase_weights,
+    rare_kind,
+    weighted_mean,
+)
 
 
 def test_cycle_period_is_the_shortest_exact_repeat() -> None:

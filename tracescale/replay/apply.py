@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from tracescale.replay.cycles import weighted_mean
-from tracescale.replay.project import ReplayStudy, bootstrap_mean, tier_warning
+from tracescale.replay.cycles import bootstrap_mean, weighted_mean
+from tracescale.replay.project import ReplayStudy, tier_warning
 from tracescale.replay.run import RunReplay
 from tracescale.replay.scenario import scenario_study, unreplayable
 from tracescale.replay.topology import INTER

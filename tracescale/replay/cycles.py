@@ -6,7 +6,9 @@ profile rarely holds a whole number of cycles (8 steps of a 3-step cycle hold 2 
 steps, not 8/3). The plain mean then weighs the expensive phase by 2/8 instead of 1/3: small
 where that phase is cheap (one GPU) and growing with N as its collectives grow, which read as
 a speedup 10-28% too high at 2-8x the largest run. Steps repeat exactly in what they launch,
-so the cycle is the shortest period of the per-step count of device nodes.
+so the cycle is the shortest period of the per-step count of device nodes. The same kinds
+of step are the strata of the bootstrap over steps (:func:`bootstrap_mean`), which must not
+read the cycle as noise.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import numpy.typing as npt
 from tracescale.replay.graph import DEV, Graph
 
 F64 = npt.NDArray[np.float64]
+#: Bootstrap resamples of the steps' mean.
+_BOOT = 200
 
 
 def cycle_period(signature: npt.NDArray[np.int64]) -> int:
@@ -126,3 +130,39 @@ def weighted_mean(steps: F64, weights: F64) -> float:
     if len(weights) != len(steps):
         return float(np.mean(steps))
     return float(np.sum(steps * weights))
+
+
+def bootstrap_mean(
+    steps: F64,
+    seed: int,
+    centre: float | None = None,
+    strata: npt.NDArray[np.int64] | None = None,
+    weights: F64 | None = None,
+) -> tuple[float, float]:
+    """5-95% interval of the mean step over a bootstrap of ``steps``, moved to ``centre`` (a
+    cycle-weighted mean) when given.
+
+    With ``strata`` (a label per step: its kind, ``RunReplay.strata``) and ``weights`` the
+    steps are resampled within each kind and the kinds keep their weights: the optimizer step
+    of a 4-step accumulation cycle recurs every 4th step by construction, and an iid bootstrap
+    that draws it 0 to 4 times out of 8 read the cycle as noise (a speedup interval of -78% to
+    +143% at 8x for a projection within 3%)."""
+    if len(steps) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    if strata is None or weights is None or len(strata) != len(steps):
+        idx = rng.integers(0, len(steps), size=(_BOOT, len(steps)))
+        means = steps[idx].mean(axis=1)
+        point = float(np.mean(steps))
+    else:
+        means = np.zeros(_BOOT)
+        point = 0.0
+        for kind in np.unique(strata):
+            members = steps[strata == kind]
+            share = float(weights[strata == kind].sum())
+            idx = rng.integers(0, len(members), size=(_BOOT, len(members)))
+            means += share * members[idx].mean(axis=1)
+            point += share * float(members.mean())
+    lo, hi = np.percentile(means, [5.0, 95.0])
+    shift = 0.0 if centre is None else centre - point
+    return float(lo) + shift, float(hi) + shift

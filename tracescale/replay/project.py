@@ -26,7 +26,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from tracescale.replay.comm import CommModel, fit_comm, unmeasured_inter_range
-from tracescale.replay.cycles import weighted_mean
+from tracescale.replay.cycles import bootstrap_mean, weighted_mean
 from tracescale.replay.delays import DelayModel, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
@@ -37,7 +37,6 @@ from tracescale.replay.topology import INTER, measured_tier
 from tracescale.replay.variability import lateness, reaches
 
 F64 = npt.NDArray[np.float64]
-_BOOT = 200
 #: Smallest relative model error per doubling of N assumed in the intervals: laws fitted on a
 #: few world sizes are never known better than this when extrapolated.
 _MIN_ERROR = 0.01
@@ -244,42 +243,6 @@ class ReplayStudy:
         t = weighted_mean(steps, w)
         lo, hi = bootstrap_mean(steps, seed, t, self.base.strata, w)
         return t, min(lo, t_alt, t), max(hi, t_alt, t)
-
-
-def bootstrap_mean(
-    steps: F64,
-    seed: int,
-    centre: float | None = None,
-    strata: npt.NDArray[np.int64] | None = None,
-    weights: F64 | None = None,
-) -> tuple[float, float]:
-    """5-95% interval of the mean step over a bootstrap of ``steps``, moved to ``centre`` (a
-    cycle-weighted mean) when given.
-
-    With ``strata`` (a label per step: its kind, ``RunReplay.strata``) and ``weights`` the
-    steps are resampled within each kind and the kinds keep their weights: the optimizer step
-    of a 4-step accumulation cycle recurs every 4th step by construction, and an iid bootstrap
-    that draws it 0 to 4 times out of 8 read the cycle as noise (a speedup interval of -78% to
-    +143% at 8x for a projection within 3%)."""
-    if len(steps) == 0:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    if strata is None or weights is None or len(strata) != len(steps):
-        idx = rng.integers(0, len(steps), size=(_BOOT, len(steps)))
-        means = steps[idx].mean(axis=1)
-        point = float(np.mean(steps))
-    else:
-        means = np.zeros(_BOOT)
-        point = 0.0
-        for kind in np.unique(strata):
-            members = steps[strata == kind]
-            share = float(weights[strata == kind].sum())
-            idx = rng.integers(0, len(members), size=(_BOOT, len(members)))
-            means += share * members[idx].mean(axis=1)
-            point += share * float(members.mean())
-    lo, hi = np.percentile(means, [5.0, 95.0])
-    shift = 0.0 if centre is None else centre - point
-    return float(lo) + shift, float(hi) + shift
 
 
 def fit_replay(

@@ -73,7 +73,7 @@ class RunReplay:
 
     @property
     def strata(self) -> npt.NDArray[np.int64] | None:
-        """Per kept step, its kind for the bootstrap (``replay.project.bootstrap_mean``): its
+        """Per kept step, its kind for the bootstrap (``replay.cycles.bootstrap_mean``): its
         count of device nodes, where the steps fall into a few kinds that each repeat (at
         most half as many kinds as steps); None where they are all alike or mostly unique
         (shapes that vary every step: no kind to resample within)."""
