@@ -17,7 +17,13 @@ from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
-from tracescale.replay.cycles import cycle_weights, mix_ends, step_signature
+from tracescale.replay.cycles import (
+    cycle_period,
+    cycle_weights,
+    mix_ends,
+    rare_kind,
+    step_signature,
+)
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
@@ -74,12 +80,14 @@ class RunReplay:
     @property
     def strata(self) -> npt.NDArray[np.int64] | None:
         """Per kept step, its kind for the bootstrap (``replay.cycles.bootstrap_mean``): its
-        count of device nodes, where the steps fall into a few kinds that each repeat (at
-        most half as many kinds as steps); None where they are all alike or mostly unique
-        (shapes that vary every step: no kind to resample within)."""
+        count of device nodes, where the kinds follow a cycle (a whole repeat, or a rare kind
+        whose recurrence the window bounds: ``replay.cycles.rare_kind``); None otherwise
+        (steps alike, or kinds that mix with no cycle to them: then how often each appears
+        is itself noise, which the iid bootstrap keeps)."""
         sig = step_signature(self.graph, self.kept)
-        kinds = len(np.unique(sig))
-        return sig if 1 < kinds <= len(sig) // 2 else None
+        if cycle_period(sig) > 1 or rare_kind(sig) is not None:
+            return sig
+        return None
 
     @property
     def mix_weights(self) -> list[F64]:
