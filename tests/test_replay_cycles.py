@@ -8,9 +8,8 @@ import pytest
 from tracescale.replay.cycles import (
     bootstrap_mean,
     cycle_period,
-    mix_ends,
-    phase_weights,
     rare_kind,
+    step_mix,
     weighted_mean,
 )
 
@@ -27,7 +26,7 @@ def test_a_partial_cycle_does_not_tilt_the_mean() -> None:
     """8 steps of a 3-step cycle (2 ms, 2 ms, 8 ms): 2 optimizer steps among 8."""
     sig = np.array([5, 5, 7, 5, 5, 7, 5, 5])
     steps = np.where(sig == 7, 8e-3, 2e-3)
-    w = phase_weights(sig)
+    w = step_mix(sig).weights
     assert w.sum() == pytest.approx(1.0)
     assert w.tolist() == pytest.approx([1 / 9, 1 / 9, 1 / 6, 1 / 9, 1 / 9, 1 / 6, 1 / 9, 1 / 9])
     assert weighted_mean(steps, w) == pytest.approx(4e-3)  # the cycle's mean, not 3.5 ms
@@ -35,8 +34,8 @@ def test_a_partial_cycle_does_not_tilt_the_mean() -> None:
 
 
 def test_whole_cycles_and_no_cycle_keep_equal_weights() -> None:
-    assert phase_weights(np.array([5, 5, 7, 5, 5, 7])).tolist() == pytest.approx([1 / 6] * 6)
-    assert phase_weights(np.array([3, 4, 5])).tolist() == pytest.approx([1 / 3] * 3)
+    assert step_mix(np.array([5, 5, 7, 5, 5, 7])).weights.tolist() == pytest.approx([1 / 6] * 6)
+    assert step_mix(np.array([3, 4, 5])).weights.tolist() == pytest.approx([1 / 3] * 3)
     assert weighted_mean(np.array([1.0, 3.0]), np.zeros(0)) == 2.0
 
 
@@ -47,11 +46,11 @@ def test_one_optimizer_step_in_a_window_weighs_one_over_the_shortest_period(m: i
     least 4, so it weighs 1/4 (the plain mean gave 1/m)."""
     sig = np.array([26] * m)
     sig[3] = 33
-    w = phase_weights(sig)
+    w = step_mix(sig).weights
     assert w.sum() == pytest.approx(1.0)
     assert w[3] == pytest.approx(1 / 4)
     assert np.delete(w, 3).tolist() == pytest.approx([3 / 4 / (m - 1)] * (m - 1))
-    low, high = mix_ends(sig)
+    low, high = step_mix(sig).ends
     assert low[3] == pytest.approx(1 / 8) and high[3] == pytest.approx(1 / 4)
 
 
@@ -65,11 +64,23 @@ def test_the_rare_kind_share_from_its_position_and_spacing() -> None:
     # twice, unevenly (or with one missing at an edge): no cycle, equal weights
     assert rare_kind(np.array([7, 5, 5, 7, 5, 7, 5])) is None
     assert rare_kind(np.array([7, 5, 7, 5, 5, 5, 5])) is None
-    assert phase_weights(np.array([7, 5, 7, 5, 5, 5, 5])).tolist() == pytest.approx([1 / 7] * 7)
+    assert step_mix(np.array([7, 5, 7, 5, 5, 5, 5])).weights.tolist() == pytest.approx([1 / 7] * 7)
     # three kinds, or two equally common: nothing to estimate
     assert rare_kind(np.array([5, 6, 7, 5, 5, 5])) is None
     assert rare_kind(np.array([5, 7, 7, 5])) is None
-    assert mix_ends(np.array([5, 5, 7, 5, 5, 7, 5, 5])) == []  # a cycle was found
+    assert step_mix(np.array([5, 5, 7, 5, 5, 7, 5, 5])).ends == ()  # a cycle was found
+
+
+def test_steps_are_strata_only_where_their_kinds_follow_a_cycle() -> None:
+    cycle = np.array([5, 5, 7, 5, 5, 7, 5, 5])
+    got = step_mix(cycle).strata
+    assert got is not None and got.tolist() == cycle.tolist()
+    once = np.array([26, 26, 26, 33, 26])
+    got = step_mix(once).strata
+    assert got is not None and got.tolist() == once.tolist()
+    assert step_mix(np.array([5, 5, 5, 5])).strata is None  # alike
+    assert step_mix(np.array([7, 5, 5, 7, 5, 7, 5])).strata is None  # no cycle to them
+    assert step_mix(np.array([1, 2, 3, 4])).strata is None
 
 
 def test_the_bootstrap_resamples_within_each_kind_of_step() -> None:
@@ -78,7 +89,7 @@ def test_the_bootstrap_resamples_within_each_kind_of_step() -> None:
     step appears 0 to 5 times in a resample and the interval spans about 2.0-5.0 ms."""
     steps = np.array([1, 1, 1, 9, 1, 1, 1, 9], dtype=float) * 1e-3
     kinds = np.array([26, 26, 26, 33, 26, 26, 26, 33])
-    w = phase_weights(kinds)
+    w = step_mix(kinds).weights
     lo, hi = bootstrap_mean(steps, 0, weighted_mean(steps, w), kinds, w)
     assert lo == pytest.approx(3e-3) and hi == pytest.approx(3e-3)
     iid = bootstrap_mean(steps, 0)

@@ -65,6 +65,7 @@ def borrow_alpha(
     and the assumptions that states; ``own_rows``: each (type, algo, tier) key's rows;
     ``faster``: for the inter-node keys, the intra-node link of the same key (the plausible
     range's start), where one was fitted."""
+    faster = faster or {}
     out = dict(fits)
     notes: list[str] = []
     for key, rows in own_rows.items():
@@ -72,9 +73,9 @@ def borrow_alpha(
         if own is not None and not own.weak():
             continue
         donor, donor_name = _donor(key, fits, own_rows)
-        if donor is None and own is not None and own.alpha_se is not None and key in (faster or {}):
+        if donor is None and own is not None and own.alpha_se is not None and key in faster:
             # (a key with no reading of its own was given this very range by fit_rows)
-            donor, donor_name = _plausible((faster or {})[key], rows)
+            donor, donor_name = _plausible(faster[key], rows)
         if donor is None or donor.alpha_se is None:
             continue
         got = _combine(own, donor, rows)

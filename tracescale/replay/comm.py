@@ -149,9 +149,7 @@ def _intra_links(
         links = [f for f in chain if f is not None]
         sure = [f for f in links if f.alpha_se is not None and not f.weak()]
         if links and sure:
-            out[(ctype, algo, INTER)] = replace(
-                sure[0], inv_bw=links[0].inv_bw, low=None, alt=None, source=sure[0].source
-            )
+            out[(ctype, algo, INTER)] = replace(sure[0], inv_bw=links[0].inv_bw, low=None, alt=None)
     return out
 
 

@@ -13,6 +13,8 @@ read the cycle as noise.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -35,12 +37,6 @@ def cycle_period(signature: npt.NDArray[np.int64]) -> int:
     return 1
 
 
-def cycle_weights(graph: Graph, kept: npt.NDArray[np.bool_]) -> F64:
-    """Per kept step, its weight in the mean step (sum 1): each phase of the cycle weighs
-    1/period, shared by the kept steps in that phase; equal weights without a cycle."""
-    return phase_weights(step_signature(graph, kept))
-
-
 def step_signature(graph: Graph, kept: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
     """Per kept step, its count of device nodes (steps of one phase launch the same work)."""
     on = (graph.kind >= DEV) & (graph.dur > 0) & (graph.step >= 0)
@@ -48,23 +44,43 @@ def step_signature(graph: Graph, kept: npt.NDArray[np.bool_]) -> npt.NDArray[np.
     return counts[kept].astype(np.int64)
 
 
-def phase_weights(signature: npt.NDArray[np.int64]) -> F64:
-    """:func:`cycle_weights` from the kept steps' signatures (device nodes per step)."""
+@dataclass(frozen=True)
+class StepMix:
+    """How the kept steps enter a mean, from their signatures, worked out once per run."""
+
+    #: Per step, its weight in the mean step (sum 1).
+    weights: F64
+    #: Per step, its kind for :func:`bootstrap_mean`, where the kinds follow a cycle (a whole
+    #: repeat, or a rare kind whose recurrence the window bounds); None otherwise: steps
+    #: alike, or kinds that mix with no cycle to them, where how often each appears is itself
+    #: noise, which the iid bootstrap keeps.
+    strata: npt.NDArray[np.int64] | None
+    #: Weights for the interval's ends where :func:`rare_kind` estimated the mix: the rare
+    #: kind's share divided by ``MIX_SPREAD`` (a period longer than the window shows) and as
+    #: estimated (the shortest the window allows is the most it can recur).
+    ends: tuple[F64, ...]
+
+
+def step_mix(signature: npt.NDArray[np.int64]) -> StepMix:
+    """Weights (each phase of a cycle 1/period, shared by its kept steps; equal without a
+    cycle), bootstrap strata and interval ends from the kept steps' signatures."""
     m = len(signature)
     if m == 0:
-        return np.zeros(0)
+        return StepMix(np.zeros(0), None, ())
     p = cycle_period(signature)
-    if p == 1:
-        rare = rare_kind(signature)
-        if rare is None:
-            return np.full(m, 1.0 / m)
-        mask, share = rare
-        return _mix(mask, share)
-    if m % p == 0:
-        return np.full(m, 1.0 / m)
-    phase = np.arange(m) % p
-    per_phase = np.bincount(phase, minlength=p)
-    return 1.0 / (p * per_phase[phase])
+    if p > 1:
+        if m % p == 0:
+            weights = np.full(m, 1.0 / m)
+        else:
+            phase = np.arange(m) % p
+            weights = 1.0 / (p * np.bincount(phase, minlength=p)[phase])
+        return StepMix(weights, signature, ())
+    rare = rare_kind(signature)
+    if rare is None:
+        return StepMix(np.full(m, 1.0 / m), None, ())
+    mask, share = rare
+    ends = (_mix(mask, share / MIX_SPREAD), _mix(mask, share))
+    return StepMix(_mix(mask, share), signature, ends)
 
 
 def rare_kind(signature: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], float] | None:
@@ -106,20 +122,6 @@ def _mix(mask: npt.NDArray[np.bool_], share: float) -> F64:
 #: The rare kind's share at the interval's low end: this fraction of the estimate (it could
 #: recur more rarely than the window suggests; it cannot recur more often).
 MIX_SPREAD = 2.0
-
-
-def mix_ends(signature: npt.NDArray[np.int64]) -> list[F64]:
-    """Weights for the interval's ends where :func:`rare_kind` had to estimate the step mix:
-    the rare kind's share divided by ``MIX_SPREAD`` (a period longer than the window shows)
-    and as estimated (the shortest the window allows is the most it can recur); none when
-    the steps are alike, a cycle was found, or more than two kinds appear."""
-    if cycle_period(signature) != 1:
-        return []
-    rare = rare_kind(signature)
-    if rare is None:
-        return []
-    mask, share = rare
-    return [_mix(mask, share / MIX_SPREAD), _mix(mask, share)]
 
 
 def weighted_mean(steps: F64, weights: F64) -> float:

@@ -212,7 +212,7 @@ class ReplayStudy:
         per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
         u = per_doubling * doublings
         t_tail = [weighted_mean(self.replayed_steps(n, tail_alt=k), w) for k in (-1, 1)]
-        # the step mix a window without a whole cycle could hide (``replay.cycles.mix_ends``)
+        # the step mix a window without a whole cycle could hide (``replay.cycles.StepMix.ends``)
         t_mix = [weighted_mean(steps, mix) for mix in self.base.mix_weights]
         lo = min(float(lo), t_alt, *t_comm, *t_tail, *t_mix, t / (1 + u), t)
         hi = max(float(hi), t_alt, *t_comm, *t_tail, *t_mix, t * (1 + u), t)

@@ -3,6 +3,7 @@ projection fits on (time per node group, collective instances, arrival offsets).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,13 +18,7 @@ from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
-from tracescale.replay.cycles import (
-    cycle_period,
-    cycle_weights,
-    mix_ends,
-    rare_kind,
-    step_signature,
-)
+from tracescale.replay.cycles import StepMix, step_mix, step_signature
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
@@ -72,28 +67,27 @@ class RunReplay:
         """Steps the analysis kept (``--steps``): the ones with a measured time."""
         return np.isfinite(self.measured)
 
+    @functools.cached_property
+    def mix(self) -> StepMix:
+        """How the kept steps enter a mean (``replay.cycles.step_mix``), worked out once."""
+        return step_mix(step_signature(self.graph, self.kept))
+
     @property
     def weights(self) -> F64:
         """Per kept step, its weight in the mean step (``replay.cycles``)."""
-        return cycle_weights(self.graph, self.kept)
+        return self.mix.weights
 
     @property
     def strata(self) -> npt.NDArray[np.int64] | None:
-        """Per kept step, its kind for the bootstrap (``replay.cycles.bootstrap_mean``): its
-        count of device nodes, where the kinds follow a cycle (a whole repeat, or a rare kind
-        whose recurrence the window bounds: ``replay.cycles.rare_kind``); None otherwise
-        (steps alike, or kinds that mix with no cycle to them: then how often each appears
-        is itself noise, which the iid bootstrap keeps)."""
-        sig = step_signature(self.graph, self.kept)
-        if cycle_period(sig) > 1 or rare_kind(sig) is not None:
-            return sig
-        return None
+        """Per kept step, its kind for the bootstrap where the kinds follow a cycle
+        (``replay.cycles.StepMix.strata``); None otherwise."""
+        return self.mix.strata
 
     @property
-    def mix_weights(self) -> list[F64]:
-        """Alternative weights for the interval's ends where the step mix is uncertain
-        (``replay.cycles.mix_ends``); none otherwise."""
-        return mix_ends(step_signature(self.graph, self.kept))
+    def mix_weights(self) -> tuple[F64, ...]:
+        """Alternative weights for the interval's ends where the step mix was estimated
+        (``replay.cycles.StepMix.ends``); none otherwise."""
+        return self.mix.ends
 
     @property
     def replay_error(self) -> float:
