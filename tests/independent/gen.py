@@ -67,6 +67,9 @@ class Pattern:
     #: the step's structure when not :func:`one_step`'s (tests/independent/variants.py)
     step_fn: Callable[[Sched, Pattern, int], None] | None = None
     extra_pgs: tuple[str, ...] = ()  # more process groups over every rank (pg_config)
+    #: weak scaling: each rank keeps its batch (compute and input copy do not shrink with N);
+    #: the truth's speedup is then the throughput speedup N T(base) / (base T(N))
+    weak: bool = False
 
 
 def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int | None,
@@ -120,6 +123,11 @@ def _dp_allreduce(s: Sched, p: Pattern, nbytes: float, tpg: int, dp: int) -> Non
         _coll(s, p, "allreduce", nbytes, COMM, COMPUTE, "0", "allreduce")
 
 
+def shards(p: Pattern, n: int) -> float:
+    """What each rank's share of the batch is divided by: N (strong scaling), 1 (weak)."""
+    return 1.0 if p.weak else float(n)
+
+
 def step_begin(s: Sched, p: Pattern) -> None:
     """Data loading (with the pattern's per rank-step delay) and the input copy."""
     n = s.n
@@ -130,7 +138,8 @@ def step_begin(s: Sched, p: Pattern) -> None:
         s.h = s.h + draw_delay(s, p.tail, p.tail_shape)
     s.op_end(a, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "user_annotation")
     a = s.op_begin()
-    s.kernel(COMPUTE, "Memcpy HtoD (Pinned -> Device)", 40e-6 / n + 4e-6, cat="gpu_memcpy")
+    s.kernel(COMPUTE, "Memcpy HtoD (Pinned -> Device)", 40e-6 / shards(p, n) + 4e-6,
+             cat="gpu_memcpy")  # fmt: skip
     s.op_end(a, "aten::copy_")
 
 
@@ -161,7 +170,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
     tp = p.name.startswith("tp") or p.tp_size > 0
     tpg = p.tp_size or 0
     dp = n // tpg if tpg else n  # data-parallel group size
-    g = float(n)
+    g = shards(p, n)
     for layer in range(p.layers):  # forward
         if fsdp:
             _coll(s, p, "allgather", p.layer_bytes, COMM, COMPUTE if layer == 0 else None, "0",
@@ -207,7 +216,7 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
         s.host(8e-6)
     if p.bcast_bytes and n > 1:
         _coll(s, p, "broadcast", p.bcast_bytes, COMM, COMPUTE, "0", "broadcast")
-    step_end(s, p, sync_step, fsdp, p.optimizer / g if fsdp else p.optimizer)
+    step_end(s, p, sync_step, fsdp, p.optimizer / n if fsdp else p.optimizer)
 
 
 def run(p: Pattern, n: int, steps: int, seed: int, record: bool) -> tuple[Sched, list[np.ndarray]]:
@@ -317,7 +326,8 @@ def build_study(p: Pattern, out: str, seed: int = 1) -> dict[str, object]:
     base = min(p.sizes)
     steps = {n: true_step(p, n, seed) for n in (*p.sizes, *p.targets)}
     truth = {"pattern": p.name, "step_time": {str(n): t for n, t in steps.items()},
-             "speedup": {str(n): steps[base] / t for n, t in steps.items()}}  # fmt: skip
+             "speedup": {str(n): (n / base if p.weak else 1.0) * steps[base] / t
+                         for n, t in steps.items()}}  # fmt: skip
     with open(os.path.join(out, "truth.json"), "w") as fh:
         json.dump(truth, fh, indent=1)
     return truth

@@ -14,6 +14,7 @@ from .gen import (
     GEMM_SMALL,
     Pattern,
     _coll,
+    shards,
     step_begin,
     step_end,
 )
@@ -51,7 +52,7 @@ def fsdp_prefetch_step(s: Sched, p: Pattern, k: int) -> None:
     l's compute (which waits only for its own AllGather, by event); each ReduceScatter runs on
     its own process group's stream, after the layer's gradient, overlapping the next layer's
     backward; the optimizer (sharded) waits for both NCCL streams."""
-    n, g = s.n, float(s.n)
+    n, g = s.n, shards(p, s.n)
 
     def gather(layer: int, after: int | None, cname: str) -> tuple[object, ...]:
         _coll(s, p, "allgather", p.layer_bytes, COMM, after, "0", cname)
@@ -80,7 +81,7 @@ def fsdp_prefetch_step(s: Sched, p: Pattern, k: int) -> None:
         s.host(8e-6)
     if n > 1:
         s.wait_stream(COMPUTE, COMM_RS)
-    step_end(s, p, True, True, p.optimizer / g)
+    step_end(s, p, True, True, p.optimizer / n)
 
 
 def _tp_comm(s: Sched, p: Pattern, coll: str, cname: str) -> None:
@@ -99,7 +100,7 @@ def megatron_step(s: Sched, p: Pattern, k: int) -> None:
     (``p.name`` ending in "sp") AllGathers before each column-parallel block and
     ReduceScatters after each row-parallel one instead (their backward the reverse), and its
     LayerNorms work on 1/N of the sequence. Each rank holds 1/N of the weights (optimizer /N)."""
-    g = float(s.n)
+    g = shards(p, s.n)
     sp = p.name.endswith("sp")
     f = p.fwd / g
     norm = 0.05 * p.fwd / (g if sp else 1.0)  # replicated LayerNorm, unless sequence parallel
@@ -143,4 +144,4 @@ def megatron_step(s: Sched, p: Pattern, k: int) -> None:
     if s.thread:
         s.thread = 0
         s.host(8e-6)
-    step_end(s, p, True, False, p.optimizer / g)
+    step_end(s, p, True, False, p.optimizer / s.n)

@@ -113,6 +113,9 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
     "launch_bound/no-waits": _styled("launch_bound", waits="none", noise="lognormal"),
     "fsdp/host-thread": _styled("fsdp", host2=True),
     "grad_accum/host-thread": _styled("grad_accum", host2=True, noise="lognormal"),
+    # weak scaling (each rank keeps its batch) of tensor-parallel pairs x data parallel: the
+    # step does not grow with N; a pair waits at its AllReduces for its partner only
+    "hybrid/weak": lambda: replace(PATTERNS["hybrid"](), weak=True),
     "fsdp/fsdp2": _styled(
         "fsdp", waits="events", bwd_thread=True, first_step=37, fp32=True, coalesced=True
     ),

@@ -68,7 +68,7 @@ class ReplayStudy:
     )
     #: Per-rank host delays pooled over the runs (the slowest of N ranks draws from them)
     delays: DelayModel | None = None
-    _cache: dict[tuple[int, int, float, float], tuple[float, float, float]] = field(
+    _cache: dict[tuple[int, int, int, float, float], tuple[float, float, float]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -142,7 +142,9 @@ class ReplayStudy:
                 if int(row.group) > 1 and int(row.position) in base.offsets:
                     # the other reading: the whole spread is jitter of the device work
                     hs = dev_scale if alt else host_scale
-                    late = self._wait_terms(int(row.position), n, hs, dev_scale)[tail_alt + 1]
+                    size = self.comm.group_at(float(row.group), pg, ref, n)
+                    terms = self._wait_terms(int(row.position), n, size, hs, dev_scale)
+                    late = terms[tail_alt + 1]
                     w = max(late - float(row.systematic) - float(row.rest) * dev_scale, 0.0)
                 var_total += w
                 new[i] = t
@@ -157,16 +159,22 @@ class ReplayStudy:
         return work_scales(self.base, self.laws, n, alt)
 
     def _wait_terms(
-        self, position: int, n: int, host_scale: float, dev_scale: float
+        self, position: int, n: int, group: float, host_scale: float, dev_scale: float
     ) -> tuple[float, float, float]:
-        """How long after the mean arrival the slowest of ``n`` ranks arrives at one position:
-        (low end, point, high end).
+        """How long after the mean arrival the slowest rank arrives at one position, at ``n``
+        ranks where the collective's group holds ``group``: (low end, point, high end).
+
+        The step's own host delay is waited for once, at the first collective it reaches, for
+        the slowest of all ``n`` ranks: a late rank holds its group there and, through the
+        groups that overlap it, everyone by the step's end. Later collectives see only the
+        device jitter since the last sync of their own members: the slowest of the group
+        (a tensor-parallel pair waits for its partner, not for the world).
 
         Point: the pooled host delays with their fitted tail (if one fits). Ends: the bootstrap
         resamples (tail refitted) at the 5th/95th percentile of the slowest rank, and the draws
         alone (no tail beyond them) as a further low end.
         """
-        key = (position, n, round(host_scale, 9), round(dev_scale, 9))
+        key = (position, n, round(group), round(host_scale, 9), round(dev_scale, 9))
         got = self._cache.get(key)
         if got is not None:
             return got
@@ -180,6 +188,8 @@ class ReplayStudy:
             if reaches(p, self.delays, host_scale, dev_scale)
         ]
         delays = self.delays if reached and position == reached[0] else None
+        if delays is None:
+            n = max(1, min(n, round(group)))
         point = lateness(pool, delays, n, host_scale, dev_scale)
         ends = [point]
         if delays is not None and delays.resampled:
