@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph import DEV, Graph
+from tracescale.scaling.quantiles import student_t95
 
 F64 = npt.NDArray[np.float64]
 #: Bootstrap resamples of the steps' mean.
@@ -165,5 +166,18 @@ def bootstrap_mean(
             means += share * members[idx].mean(axis=1)
             point += share * float(members.mean())
     lo, hi = np.percentile(means, [5.0, 95.0])
+    # A bootstrap of few steps is too narrow: it reads the spread with divisor n, not n - 1,
+    # and at the normal's quantile, not Student's. Widened by both (1.65x at 4 steps, 1.23x
+    # at 8, 1.05x at 30), it is the t interval of the mean where steps are near normal.
+    f = small_sample_factor(len(steps))
+    lo, hi = point - f * (point - float(lo)), point + f * (float(hi) - point)
     shift = 0.0 if centre is None else centre - point
-    return float(lo) + shift, float(hi) + shift
+    return lo + shift, hi + shift
+
+
+def small_sample_factor(n: int) -> float:
+    """How much wider Student's t interval of a mean of ``n`` draws is than the percentile
+    bootstrap's: ``t95(n - 1) / z95 * sqrt(n / (n - 1))`` (1 for fewer than 2 draws)."""
+    if n < 2:
+        return 1.0
+    return student_t95(n - 1) / student_t95(10**9) * float(np.sqrt(n / (n - 1)))

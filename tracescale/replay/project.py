@@ -38,8 +38,10 @@ from tracescale.replay.variability import lateness, reaches
 
 F64 = npt.NDArray[np.float64]
 #: Smallest relative model error per doubling of N assumed in the intervals: laws fitted on a
-#: few world sizes are never known better than this when extrapolated.
-_MIN_ERROR = 0.01
+#: few world sizes are never known better than this when extrapolated. Measured: the 90th
+#: percentile of |log(projected / true speedup)| per doubling over 98 independently built
+#: studies (every pattern and trace variant, 2x-8x the largest run) is 1.8-2.7%.
+_MIN_ERROR = 0.02
 
 
 @dataclass(frozen=True)
