@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from tests.independent.gen import PATTERNS, build_study
+from tracescale.api import analyze
 from tracescale.replay.cycles import (
     bootstrap_mean,
     cycle_period,
     rare_kind,
+    small_sample_factor,
     step_mix,
     weighted_mean,
 )
@@ -94,3 +100,29 @@ def test_the_bootstrap_resamples_within_each_kind_of_step() -> None:
     assert lo == pytest.approx(3e-3) and hi == pytest.approx(3e-3)
     iid = bootstrap_mean(steps, 0)
     assert iid[0] < 2.1e-3 and iid[1] > 4.9e-3
+
+
+def test_few_steps_widen_the_bootstrap_to_students_t() -> None:
+    """t95(n-1)/z95 * sqrt(n/(n-1)): 1.65x at 4 steps, 1.23x at 8, about 1 at 1,000; nothing
+    to widen below 2 steps. Normal steps: the widened interval is close to the t interval."""
+    assert small_sample_factor(1) == 1.0
+    assert small_sample_factor(4) == pytest.approx(2.3534 / 1.64485 * (4 / 3) ** 0.5, rel=1e-4)
+    assert small_sample_factor(8) == pytest.approx(1.2309, rel=1e-3)
+    assert small_sample_factor(1000) == pytest.approx(1.0, abs=2e-3)
+    steps = np.array([10.0, 11.0, 9.5, 10.5])
+    lo, hi = bootstrap_mean(steps, 3)
+    half_t = 2.3534 * float(np.std(steps, ddof=1)) / 2.0
+    assert (hi - lo) / 2 == pytest.approx(half_t, rel=0.2)
+
+
+def test_a_window_without_the_optimizer_step_is_flagged(tmp_path: Path) -> None:
+    """3 profiled steps of a 4-step accumulation cycle hold no AllReduce at all: the study
+    says so (its projections leave the job's communication out) rather than staying silent;
+    a window that holds the optimizer step does not get the warning."""
+    p = PATTERNS["grad_accum"]()
+    for steps, flagged in ((3, True), (4, False)):
+        where = tmp_path / str(steps)
+        build_study(replace(p, layers=2, steps=steps, sizes=(1, 3), targets=(6,)), str(where))
+        warnings = analyze(where, jobs=1, no_cache=True).studies[0]["warnings"]
+        hit = [w for w in warnings if w.startswith("the runs at N=3 traced no collective")]
+        assert bool(hit) == flagged, warnings

@@ -198,7 +198,18 @@ def _warnings(
             f"largest measured N={max(sizes)}"
         )
     tr = model.transfer
-    if not tr.template:
+    multi = sorted({n for n in sizes if n > 1})
+    if not tr.template and multi:
+        # A data-parallel job syncs its ranks at least once per optimizer step: none in the
+        # window usually means the window missed it (accumulation cycle longer than the steps
+        # profiled), and the projections then leave the job's whole communication out.
+        w.append(
+            f"the runs at N={', '.join(map(str, multi))} traced no collective between ranks: "
+            "communication at larger N is not projected; if the ranks synchronize less often "
+            "than every profiled step (gradient accumulation whose optimizer step falls "
+            "outside the window), profile a window that holds one"
+        )
+    elif not tr.template:
         if any(a.cats["communication"] > 0 for a in aggs) or len(sizes) == 1:
             w.append(
                 "no collective with a group size > 1 was traced: communication transfer at "
