@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph import DEV, Graph
-from tracescale.scaling.quantiles import student_t95
+from tracescale.scaling.quantiles import Z95, student_t95
 
 F64 = npt.NDArray[np.float64]
 #: Bootstrap resamples of the steps' mean.
@@ -180,4 +180,4 @@ def small_sample_factor(n: int) -> float:
     bootstrap's: ``t95(n - 1) / z95 * sqrt(n / (n - 1))`` (1 for fewer than 2 draws)."""
     if n < 2:
         return 1.0
-    return student_t95(n - 1) / student_t95(10**9) * float(np.sqrt(n / (n - 1)))
+    return student_t95(n - 1) / Z95 * float(np.sqrt(n / (n - 1)))

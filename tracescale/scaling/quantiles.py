@@ -16,7 +16,7 @@ _T95 = (
     1.7207, 1.7171, 1.7139, 1.7109, 1.7081, 1.7056, 1.7033, 1.7011, 1.6991, 1.6973,
 )  # fmt: skip
 #: The standard normal's 95th percentile.
-_Z95 = 1.6448536269514722
+Z95 = 1.6448536269514722
 
 
 def student_t95(dof: int) -> float:
@@ -25,7 +25,7 @@ def student_t95(dof: int) -> float:
         raise ValueError(f"degrees of freedom must be at least 1, got {dof}")
     if dof <= len(_T95):
         return _T95[dof - 1]
-    z, v = _Z95, float(dof)
+    z, v = Z95, float(dof)
     g1 = (z**3 + z) / 4
     g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
