@@ -28,7 +28,9 @@ SMALL: dict[str, dict[str, object]] = {
     "comm_types": {"layers": 4, "steps": 4},
     "multinode": {"layers": 4, "steps": 3},
     "grad_accum": {"layers": 4, "steps": 8},
-    # 10 steps x (1+2+4+8) ranks = 150 delay draws: the fewest that show the tail
+    # 10 steps x (1+2+4+8) ranks = 150 delay draws: the fewest that show the tail. Only the
+    # sample decides how close E[slowest of 64] comes: this seed meets the targets; over seeds
+    # 1-10 with 8 layers the 8x error spread from -51% to +41%, each inside its interval
     "heavy_tail": {"layers": 4, "steps": 10, "truth_steps": 200},
     # tensor-parallel pairs (group "1", size 2 at every N) x data parallel across them (group
     # "2", size N/2): each group's size law is fitted from the runs
@@ -50,7 +52,11 @@ def test_projection_meets_targets(tmp_path: Path, name: str) -> None:
     where = tmp_path / name.replace("/", "_")
     truth = build_study(p, str(where))
     study = analyze(where, project=list(p.targets), jobs=1, no_cache=True)
-    assert_meets_targets(study.studies[0], truth, p.targets)
+    entry = study.studies[0]
+    assert_meets_targets(entry, truth, p.targets)
+    # only the heavy tail's projected step is mostly the wait for the slowest rank
+    straggler = [w for w in entry["warnings"] if "waiting for the slowest rank" in w]
+    assert bool(straggler) == name.startswith("heavy_tail"), straggler
 
 
 def test_truth_matches_the_written_traces(tmp_path: Path) -> None:

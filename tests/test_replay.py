@@ -11,6 +11,7 @@ import pytest
 
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
+from tracescale.replay.apply import straggler_warning
 from tracescale.replay.delays import DelayModel, GPTail, expected_max_sum, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, SYNC, algo_of, build_graph
@@ -241,3 +242,23 @@ def test_a_stream_wait_never_awaits_work_still_running_at_its_consumer_start(
     study = analyze(str(shared_traces / "hta" / "trace_diff"), jobs=1, no_cache=True)
     errors = [r["replay_error"] for r in study.to_dict()["studies"][0]["runs"]]
     assert len(errors) == 2 and max(errors) < 1e-4
+
+
+def test_a_step_mostly_waiting_for_the_slowest_rank_is_flagged() -> None:
+    delays = DelayModel(np.sort(np.arange(150, dtype=np.float64)), None)
+    projections = [
+        {"world_size": 16, "step_time_s": 0.010, "rank_to_rank_variability_s": 0.004},
+        {"world_size": 64, "step_time_s": 0.020, "rank_to_rank_variability_s": 0.009},
+    ]
+    assert straggler_warning(projections, delays) == (
+        "at N=64 waiting for the slowest rank is 9 ms of the 20 ms projected step (45%), read "
+        "from the upper tail of 150 measured per-rank delays: its sampling error (within the "
+        "90% interval) can exceed the rest of the model's; profile more steps (or ranks) to "
+        "narrow it"
+    )
+    projections[1]["rank_to_rank_variability_s"] = 0.004  # 20%: the N=16 projection's 40%
+    assert straggler_warning(projections, delays) is not None
+    assert "at N=16 " in str(straggler_warning(projections, delays))
+    projections[0]["rank_to_rank_variability_s"] = 0.002
+    assert straggler_warning(projections, delays) is None
+    assert straggler_warning(projections[:1], None) is None
