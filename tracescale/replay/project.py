@@ -30,6 +30,7 @@ from tracescale.replay.cycles import bootstrap_mean, weighted_mean
 from tracescale.replay.delays import DelayModel, pool_delays
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DEV, GAP
+from tracescale.replay.intervals import combine_ends
 from tracescale.replay.kernel_pools import varying_kernel_laws
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
@@ -226,9 +227,14 @@ class ReplayStudy:
         t_tail = [weighted_mean(self.replayed_steps(n, tail_alt=k), w) for k in (-1, 1)]
         # the step mix a window without a whole cycle could hide (``replay.cycles.StepMix.ends``)
         t_mix = [weighted_mean(steps, mix) for mix in self.base.mix_weights]
-        lo = min(float(lo), t_alt, *t_comm, *t_tail, *t_mix, t / (1 + u), t)
-        hi = max(float(hi), t_alt, *t_comm, *t_tail, *t_mix, t * (1 + u), t)
-        return ReplayPoint(n, t, (lo, hi), var, tuple(float(x) for x in steps))
+        sources = [
+            (float(lo), float(hi)),  # the steps' sampling
+            (t_alt, t / (1 + u), t * (1 + u)),  # the laws' form and error
+            tuple(t_comm),  # the links' unidentified latencies
+            tuple(t_tail),  # the delays' tail
+            tuple(t_mix),  # the step mix
+        ]
+        return ReplayPoint(n, t, combine_ends(t, sources), var, tuple(float(x) for x in steps))
 
     def _cv_share(self) -> float:
         """Time-weighted cross-validated error of the laws (relative)."""
