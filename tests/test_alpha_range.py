@@ -80,8 +80,9 @@ def test_exact_rows_have_no_range() -> None:
 
 def test_one_message_mix_keeps_both_ends_of_the_assumed_range() -> None:
     """One group size and one message size cannot separate alpha from beta at all: the point
-    is the geometric mean of the intra-node alpha and that alpha times the bandwidth ratio,
-    and both of those are ends (the low one was left out of the intervals before)."""
+    is the intra-node alpha times the bandwidth ratio to the power 2/3, between that alpha and
+    it times the ratio, and both of those are ends (the low one was left out of the intervals
+    before)."""
     inter = _rows(0.0).iloc[:24]
     intra = inter.assign(pg="2:0,2", world_size=4, group=2)
     intra["transfer"] = [
@@ -98,6 +99,6 @@ def test_one_message_mix_keeps_both_ends_of_the_assumed_range() -> None:
     assert fit.low is not None and fit.alt is not None
     assert fit.low[0] == pytest.approx(2e-5, rel=1e-6)
     assert fit.low[0] < fit.alpha_s < fit.alt[0]
-    assert fit.alpha_s == pytest.approx(np.sqrt(fit.low[0] * fit.alt[0]), rel=1e-6)
+    assert fit.alpha_s == pytest.approx(fit.low[0] ** (1 / 3) * fit.alt[0] ** (2 / 3), rel=1e-6)
     (note,) = [a for a in model.assumptions if a.startswith("inter-node allreduce")]
     assert "one message mix" in note

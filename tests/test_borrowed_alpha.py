@@ -171,7 +171,7 @@ def _one_inter_size(seed: int) -> pd.DataFrame:
 
 def test_weak_inter_key_is_combined_with_the_plausible_range() -> None:
     """The plausible reading runs from the intra-node latency to it times the bandwidth ratio
-    (about 4 here), centred on their geometric mean, its 90% range read as +-1.645 standard
+    (about 4 here), its point at the ratio to the power 2/3, its 90% range read as +-1.645 standard
     errors; the two readings are combined by their precisions and the interval spans both."""
     rows = _one_inter_size(3)
     own = fit_rows(rows)
@@ -180,7 +180,7 @@ def test_weak_inter_key_is_combined_with_the_plausible_range() -> None:
     plausible = between_tiers(rows, intra)
     lo, hi = plausible.at(-1)[0], plausible.at(1)[0]
     assert lo == INTRA_LINK[0] and 3.5 < hi / lo < 4.5
-    assert plausible.alpha_s == pytest.approx(np.sqrt(lo * hi), rel=1e-6)
+    assert plausible.alpha_s == pytest.approx(lo ** (1 / 3) * hi ** (2 / 3), rel=1e-6)
     se = (hi - lo) / (2 * 1.6448536269514722)
     assert abs(own.alpha_s - plausible.alpha_s) < 3 * np.hypot(own.alpha_se, se)
     w_own, w_plausible = own.alpha_se**-2, se**-2

@@ -97,7 +97,7 @@ def fit_rows(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | 
     beta cannot be told apart at all. Given the intra-node fit as ``prior``, the slower tier's
     latency is then assumed to lie between the intra-node alpha (latency does not grow) and
     alpha times the bandwidth ratio (latency grows like bandwidth shrinks): the point
-    estimate is their geometric mean, the ends are those two.
+    estimate is the ratio to the power ``LATENCY_EXPONENT``, the ends are those two.
     """
     x, y = factor_rows(rows)
     w = 1.0 / np.maximum(y, 1e-9)  # relative: small latency-bound messages count as much
@@ -113,11 +113,19 @@ def fit_rows(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | 
     return between_tiers(rows, prior)
 
 
+#: Where between "latency does not grow across nodes" (0) and "latency grows like bandwidth
+#: shrinks" (1) an unidentified inter-node latency is placed, as the exponent of the bandwidth
+#: ratio: NCCL's cost model puts the network's per-hop latency at 3-6x NVLink's where its
+#: bandwidth is 6-12x lower, exponents log 3/log 6 = 0.61 to log 6/log 12 = 0.72.
+LATENCY_EXPONENT = 2.0 / 3.0
+
+
 def between_tiers(rows: pd.DataFrame, prior: AlphaBeta) -> AlphaBeta:
     """The slower tier's link from ``rows`` where its latency is assumed, not read: between
     ``prior``'s (the intra-node) alpha, latency not growing, and that alpha times the bandwidth
-    ratio, latency growing like bandwidth shrinks; the point at their geometric mean (a fixed
-    point, since the ratio is measured at the point's beta), beta refitted at each."""
+    ratio, latency growing like bandwidth shrinks; the point at the ratio to the power
+    ``LATENCY_EXPONENT`` (a fixed point, since the ratio is measured at the point's beta),
+    beta refitted at each."""
     x, y = factor_rows(rows)
     w = 1.0 / np.maximum(y, 1e-9)
 
@@ -127,9 +135,9 @@ def between_tiers(rows: pd.DataFrame, prior: AlphaBeta) -> AlphaBeta:
     a0 = prior.alpha_s
     low_end = (a0, beta_for(a0))
     alpha = a0
-    for _ in range(20):  # fixed point: alpha = a0 * sqrt(beta / beta_intra)
+    for _ in range(20):  # fixed point: alpha = a0 * (beta / beta_intra) ** LATENCY_EXPONENT
         slower = beta_for(alpha) / prior.inv_bw if prior.inv_bw > 0 else 1.0
-        alpha = a0 * float(np.sqrt(max(slower, 1.0)))
+        alpha = a0 * float(max(slower, 1.0) ** LATENCY_EXPONENT)
     slower = beta_for(alpha) / prior.inv_bw if prior.inv_bw > 0 else 1.0
     high_alpha = a0 * max(slower, 1.0)
     high = (high_alpha, beta_for(high_alpha))
@@ -241,7 +249,7 @@ def weak_note(fit: AlphaBeta, rows: pd.DataFrame, key: tuple[str, str, str]) -> 
     )
     how = (
         "one message mix: assumed between the intra-node latency and that times the bandwidth "
-        "ratio, at their geometric mean"
+        "ratio, at the ratio to the power 2/3"
         if mixes(rows) < 2
         else "its standard error from the transfers' scatter"
     )

@@ -13,7 +13,7 @@ donor of the same protocol is taken first; the type's whole tier otherwise. An i
 with neither (the tier measured at one group size, one protocol) is given the plausible
 inter-node range as its donor, read from the well-measured intra-node latency: between that
 latency (not growing across nodes) and it times the measured bandwidth ratio (growing like
-bandwidth shrinks), centred on their geometric mean, the range taken as its 90% range.
+bandwidth shrinks), its point at the ratio to the power 2/3, the range taken as its 90% range.
 NCCL's own cost model puts the network's per-hop latency at 3-6x NVLink's (2.7-9.6 vs
 0.5-3.4 us) where its bandwidth is 6-12x lower: inside that range.
 
