@@ -16,10 +16,9 @@ def combine_ends(t: float, sources: Sequence[Sequence[float]]) -> tuple[float, f
     uncertain input): each source's largest factor off ``t`` on each side, combined in
     quadrature on the log scale (the errors are relative, and the low end stays above 0). The
     sources are independent (the steps' noise, the laws' form, an unidentified latency, the
-    delays' tail, the step mix), so the truth may sit off the point in several at once: the
-    widest single source alone fell short where two moved it the same way (a thin sampled tail
-    and an inter-node latency at the top of its range, 4% beyond the widest end), while the
-    sum of all would count every source at its 5th percentile together."""
+    delays' tail, the step mix), so the truth may sit off the point in several at once, which
+    the widest single source alone ignores; summing the factors instead would count every
+    source at its 5th percentile together."""
     if t <= 0:
         return t, t
     down = up = 0.0
