@@ -10,6 +10,7 @@ cannot decide inside the projections' intervals, and the note states it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -249,7 +250,7 @@ def weak_note(fit: AlphaBeta, rows: pd.DataFrame, key: tuple[str, str, str]) -> 
     )
     how = (
         "one message mix: assumed between the intra-node latency and that times the bandwidth "
-        "ratio, at the ratio to the power 2/3"
+        f"ratio, at the ratio to the power {Fraction(LATENCY_EXPONENT).limit_denominator(12)}"
         if mixes(rows) < 2
         else "its standard error from the transfers' scatter"
     )

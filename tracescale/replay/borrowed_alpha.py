@@ -38,10 +38,9 @@ import numpy as np
 import pandas as pd
 
 from tracescale.replay.alpha_beta import AlphaBeta, between_tiers, fit_rows, refit_beta
+from tracescale.scaling.quantiles import Z95
 
 Key = tuple[str, str, str]
-#: Half a normal 90% range in standard errors: the plausible range's spread as a reading.
-_Z90 = 1.6448536269514722
 #: Own and donor latencies further apart than this many joint standard errors are two
 #: different latencies, not two readings of one.
 _CONSISTENT = 3.0
@@ -125,7 +124,7 @@ def _plausible(intra: AlphaBeta, rows: pd.DataFrame) -> tuple[AlphaBeta | None, 
         f"plausible inter-node ({lo * 1e6:.3g}-{hi * 1e6:.3g} us: the "
         f"{intra.source or 'intra-node'} latency to it times the bandwidth ratio {hi / lo:.3g})"
     )
-    return replace(got, alpha_se=(hi - lo) / (2 * _Z90)), name
+    return replace(got, alpha_se=(hi - lo) / (2 * Z95)), name  # a 90% range: +-z95 s.e.
 
 
 def _combine(own: AlphaBeta | None, donor: AlphaBeta, rows: pd.DataFrame) -> AlphaBeta | None:
