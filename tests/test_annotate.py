@@ -319,12 +319,12 @@ def test_output_rules(annotated: Path, tmp_path: Path, capsys: pytest.CaptureFix
     assert _exit([str(tmp_path / "nope"), "-o", str(tmp_path / "o")], capsys)[0] == 4
 
 
-def test_readme_shows_real_annotate_output(annotated: Path) -> None:
-    text = (ROOT / "README.md").read_text()
+def test_docs_show_real_annotate_output(annotated: Path) -> None:
+    text = (ROOT / "docs" / "api.md").read_text()
     block = re.search(
         r"\$ tracescale annotate sample_traces/sim_gpu_strong -o annotated/\n(.*?)```", text, re.S
     )
-    assert block, "README's In Perfetto section"
+    assert block, "docs/api.md's In Perfetto section"
     actual = (
         (annotated.parent / "cli-output.txt").read_text().replace(f"{annotated}/", "annotated/")
     )
