@@ -98,22 +98,27 @@ def test_bad_events_are_skipped_and_counted(tmp_path, case, event, skipped):
 
 
 NON_NUMERIC = {"events with non-numeric ts/dur": 1}
+OUT_OF_RANGE = {"events with ts/dur out of range": 1}
 NUMBER_CASES = {
-    "nan": ("1", "NaN"),
-    "infinity": ("1", "Infinity"),
-    "minus_infinity": ("1", "-Infinity"),
-    "float_overflow": ("1e400", "1"),
-    "ts_beyond_64_bits": ("123456789012345678901234567890", "1"),
+    "nan": ("1", "NaN", NON_NUMERIC),
+    "infinity": ("1", "Infinity", NON_NUMERIC),
+    "minus_infinity": ("1", "-Infinity", NON_NUMERIC),
+    "string": ('"1"', "1", NON_NUMERIC),
+    "float_overflow": ("1e400", "1", OUT_OF_RANGE),
+    "ts_beyond_64_bits": ("123456789012345678901234567890", "1", OUT_OF_RANGE),
+    "ts_1e18_us": ("1e18", "1", OUT_OF_RANGE),
+    "dur_beyond_64_bits": ("1", "-98765432109876543210", OUT_OF_RANGE),
 }
 
 
-@pytest.mark.parametrize(("ts", "dur"), NUMBER_CASES.values(), ids=NUMBER_CASES.keys())
-def test_non_finite_and_huge_numbers(tmp_path, ts, dur):
+@pytest.mark.parametrize(("ts", "dur", "skipped"), NUMBER_CASES.values(), ids=NUMBER_CASES.keys())
+def test_non_finite_and_huge_numbers(tmp_path, ts, dur, skipped):
+    """A number too large for int64 ns is "out of range", never "non-numeric"."""
     text = f'{{"ph":"X","name":"b","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}'
     p = tmp_path / "t.json"
     p.write_text('{"traceEvents": [' + json.dumps(GOOD) + "," + text + "]}")
     t = load_trace(str(p))
-    assert len(t.events) == 1 and t.meta.skipped == NON_NUMERIC
+    assert len(t.events) == 1 and t.meta.skipped == skipped
 
 
 def test_ints_beyond_64_bits_in_args_and_pid(tmp_path):

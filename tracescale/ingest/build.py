@@ -18,7 +18,7 @@ import pandas as pd
 
 from tracescale.categories import ANNOTATION_CAT
 from tracescale.errors import InvalidTraceError
-from tracescale.ingest.numbers import us_text_to_ns
+from tracescale.ingest.numbers import is_out_of_range, us_text_to_ns
 from tracescale.ingest.trace import (
     DEVICE_CATEGORIES,
     EventColumns,
@@ -103,6 +103,14 @@ def _id_column(values: list[Any], n: int, labels: dict[str, int]) -> npt.NDArray
     return np.array(_int_or_label(values, labels), dtype=np.int64)
 
 
+def _out_of_range_rows(texts: list[bytes], ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Rows whose present but unusable time text is a number too large (see is_out_of_range)."""
+    out = np.zeros(len(texts), dtype=np.bool_)
+    for i in np.flatnonzero(~ok).tolist():
+        out[i] = bool(texts[i]) and is_out_of_range(texts[i])
+    return out
+
+
 def _raw_text(raw: Any) -> str:
     return bytes(raw).decode("utf-8", "replace") if raw else ""
 
@@ -161,12 +169,17 @@ class Builder:
         ok_dur: npt.NDArray[np.bool_],
         no_ts: npt.NDArray[np.bool_],
         no_dur: npt.NDArray[np.bool_],
+        out_of_range: npt.NDArray[np.bool_] | None = None,
     ) -> npt.NDArray[np.bool_]:
-        """Which complete events have usable times; the others are counted by reason."""
+        """Which complete events have usable times; the others are counted by reason
+        (``out_of_range``: rows whose unusable ts or dur is a number, only too large)."""
         self.skip("events without ts", int(no_ts.sum()))
         self.skip("events without dur", int(no_dur.sum()))
         has = ok_start & ok_dur
-        self.skip("events with non-numeric ts/dur", int((~has & ~(no_ts | no_dur)).sum()))
+        bad = ~has & ~(no_ts | no_dur)
+        huge_time = bad & out_of_range if out_of_range is not None else np.zeros_like(bad)
+        self.skip("events with ts/dur out of range", int(huge_time.sum()))
+        self.skip("events with non-numeric ts/dur", int((bad & ~huge_time).sum()))
         neg = has & (dur < 0)
         huge = has & (dur > _MAX_DUR_NS)
         self.skip("events with negative dur", int(neg.sum()))
@@ -193,8 +206,9 @@ class Builder:
         no_dur = np.fromiter(map(len, texts_dur), np.int64, len(xs)) == 0
         start, ok_start = us_text_to_ns(texts_ts)
         dur, ok_dur = us_text_to_ns(texts_dur)
+        huge = _out_of_range_rows(texts_ts, ok_start) | _out_of_range_rows(texts_dur, ok_dur)
         del texts_ts, texts_dur
-        keep = self.valid_times(dur, ok_start, ok_dur, no_ts, no_dur)
+        keep = self.valid_times(dur, ok_start, ok_dur, no_ts, no_dur, huge)
         if not keep.all():
             xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
             start, dur = start[keep], dur[keep]

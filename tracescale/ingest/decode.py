@@ -79,7 +79,13 @@ def _gb(nbytes: int | float) -> str:
 
 
 def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
-    """Inflate in large chunks (ISA-L or zlib), enforcing the budget before memory runs out."""
+    """Inflate in large chunks (ISA-L or zlib), enforcing the budget before memory runs out.
+
+    Every member is read: a gzip file may be several members back to back (``cat a.gz b.gz``,
+    pigz), and the file is their concatenation; stopping at the first would analyze part of
+    a trace as if it were all of it. NUL padding after the last member is ignored; any other
+    data after a member is refused.
+    """
     size = os.fstat(fh.fileno()).st_size
     isize = 0
     if size >= 18:
@@ -98,33 +104,51 @@ def _gunzip(fh: Any, path: str, memory_budget: int) -> bytearray:
     # Preallocated from the trailer so growth never holds two copies; grows if it lied.
     buf = bytearray(isize if isize <= size * _PREALLOC_RATIO else 0)
     filled = 0
-    while not inflater.eof:
-        chunk = fh.read(_CHUNK)
-        if not chunk:
-            break
-        while chunk and not inflater.eof:
-            try:
-                out = inflater.decompress(chunk, _OUT_CHUNK)
-            except (zlib.error, _inflate.error) as exc:
-                raise InvalidTraceError(f"corrupt gzip data ({exc})", path=path) from exc
-            end = filled + len(out)
-            if end > memory_budget:
-                raise InvalidTraceError(
-                    "decompressed size exceeds the memory budget of "
-                    f"{_gb(memory_budget)} (raise it with --memory-budget)",
-                    path=path,
-                )
-            if end <= len(buf):
-                buf[filled:end] = out
-            else:
-                del buf[filled:]
-                buf += out
-            filled = end
-            chunk = inflater.unconsumed_tail
+    chunk = fh.read(_CHUNK)
+    while chunk:
+        try:
+            out = inflater.decompress(chunk, _OUT_CHUNK)
+        except (zlib.error, _inflate.error) as exc:
+            raise InvalidTraceError(f"corrupt gzip data ({exc})", path=path) from exc
+        end = filled + len(out)
+        if end > memory_budget:
+            raise InvalidTraceError(
+                "decompressed size exceeds the memory budget of "
+                f"{_gb(memory_budget)} (raise it with --memory-budget)",
+                path=path,
+            )
+        if end <= len(buf):
+            buf[filled:end] = out
+        else:
+            del buf[filled:]
+            buf += out
+        filled = end
+        if inflater.eof:
+            chunk = _next_member(fh, inflater.unused_data, path)
+            if chunk:
+                inflater = _inflate.decompressobj(wbits=31)
+            continue
+        chunk = inflater.unconsumed_tail or fh.read(_CHUNK)
     del buf[filled:]
     if not inflater.eof:
         raise InvalidTraceError("truncated gzip file (unexpected end of data)", path=path)
     return buf
+
+
+def _next_member(fh: Any, rest: bytes, path: str) -> bytes:
+    """The start of the gzip member after the one just ended (``rest``: the bytes read past
+    its end), or b"" at the end of the file, NUL padding skipped; other data is an error."""
+    while not (rest := rest.lstrip(b"\0")):
+        rest = fh.read(_CHUNK)
+        if not rest:
+            return b""
+    if len(rest) < 2:
+        rest += fh.read(1)
+    if rest[:2] != b"\x1f\x8b":
+        raise InvalidTraceError(
+            "data after the end of the gzip stream that is not another gzip member", path=path
+        )
+    return rest
 
 
 def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> RankTrace:
@@ -156,7 +180,13 @@ def load_trace(path: str, *, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> Rank
         # NaN/Infinity (Python's json writes them) and bad UTF-8 in names: slow path copes.
         if "UTF-8" in text or b"NaN" in data or b"Infinity" in data:
             return _load_lenient(data, path, size)
-        raise InvalidTraceError(f"not valid JSON ({_short(exc)})", path=path) from exc
+        hint = (
+            ": data after the end of the JSON document (two traces in one file, or gzip "
+            "members that do not make one document?)"
+            if "trailing characters" in text
+            else ""
+        )
+        raise InvalidTraceError(f"not valid JSON ({_short(exc)}){hint}", path=path) from exc
     if isinstance(raw_doc, list):
         raws, top = raw_doc, TraceFile()
     else:

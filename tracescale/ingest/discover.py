@@ -3,6 +3,8 @@
 Layouts: a single trace file, a run folder (rank files of one run), a study folder whose
 sub-folders are runs, or a parent of several studies. World size comes from ``distributedInfo``,
 else the folder name, else the number of rank files. Only the head of each file is read here.
+The sizes files claim are bounded (:mod:`.claims`), a file met twice counts once and a folder
+that holds traces but is not read is named in a warning (:mod:`.layout`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 
 from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
 from tracescale.ingest import remote
+from tracescale.ingest.claims import MAX_WORLD_SIZE, check_heads, missing_ranks, size_detail
+from tracescale.ingest.layout import SeenFiles, holds_traces, unread_note
 from tracescale.ingest.sniff import FileHead, sniff
 
 if sys.version_info >= (3, 11):
@@ -142,12 +146,25 @@ def discover(path: str, _seen: set[str] | None = None) -> list[StudySpec]:
         return [_study_from_toml(path, toml_path)]
     files, dirs = _trace_files(path)
     if files:
-        return [_study_from_run_folders(path, [path])]
-    run_dirs = [
-        d for d in dirs if _trace_files(d)[0] or _isfile(os.path.join(d, "tracescale.toml"))
-    ]
-    if run_dirs and any(_trace_files(d)[0] for d in run_dirs):
-        return [_study_from_run_folders(path, [d for d in run_dirs if _trace_files(d)[0]])]
+        notes = [
+            unread_note(d, f"{path} is read as one run folder (its own trace files)")
+            for d in dirs
+            if holds_traces(d, _is_candidate)
+        ]
+        return [_study_from_run_folders(path, [path], notes)]
+    with_files = [d for d in dirs if _trace_files(d)[0]]
+    if with_files:
+        notes = [
+            unread_note(
+                d,
+                f"no trace files directly in it, so not a run of {path} (a study "
+                "inside a study folder? analyze it on its own)",
+            )
+            for d in dirs
+            if d not in with_files
+            and (_isfile(os.path.join(d, "tracescale.toml")) or holds_traces(d, _is_candidate))
+        ]
+        return [_study_from_run_folders(path, with_files, notes)]
     studies: list[StudySpec] = []
     for d in dirs:
         try:
@@ -159,12 +176,13 @@ def discover(path: str, _seen: set[str] | None = None) -> list[StudySpec]:
     return studies
 
 
-def _study_from_run_folders(study: str, folders: list[str]) -> StudySpec:
+def _study_from_run_folders(study: str, folders: list[str], notes: list[str]) -> StudySpec:
     by_ws: dict[int, list[RunSpec]] = {}
     rejected: list[tuple[str, str]] = []
+    seen = SeenFiles()
     for folder in folders:
         files, _ = _trace_files(folder)
-        heads = _readable_heads(files, rejected)
+        heads = _readable_heads(files, rejected, seen)
         if not heads:
             continue
         label = os.path.relpath(folder, study) if folder != study else os.path.basename(folder)
@@ -181,12 +199,18 @@ def _study_from_run_folders(study: str, folders: list[str]) -> StudySpec:
             )
         raise NoTracesError("no Kineto trace files found", path=study)
     runs = [pool_repeats(ws, by_ws[ws], "folders") for ws in sorted(by_ws)]
-    return _study(study, runs, rejected)
+    return _study(study, runs, rejected, [*notes, *seen.warnings])
 
 
-def _readable_heads(files: list[str], rejected: list[tuple[str, str]]) -> list[FileHead]:
+def _readable_heads(
+    files: list[str], rejected: list[tuple[str, str]], seen: SeenFiles
+) -> list[FileHead]:
+    """Heads of the files that look like traces; a file met before in the study is left out
+    (``seen`` warns), an unreadable one goes to ``rejected``."""
     heads = []
     for f in files:
+        if not seen.first_time(f):
+            continue
         head = sniff(f, strict=False)
         if head.error:
             rejected.append((f, head.error))
@@ -195,8 +219,10 @@ def _readable_heads(files: list[str], rejected: list[tuple[str, str]]) -> list[F
     return heads
 
 
-def _study(path: str, runs: list[RunSpec], rejected: list[tuple[str, str]]) -> StudySpec:
-    warnings = tuple(f"{f}: skipped: {why}" for f, why in rejected)
+def _study(
+    path: str, runs: list[RunSpec], rejected: list[tuple[str, str]], notes: list[str]
+) -> StudySpec:
+    warnings = (*notes, *(f"{f}: skipped: {why}" for f, why in rejected))
     return StudySpec(path=path, runs=tuple(runs), warnings=warnings, rejected=tuple(rejected))
 
 
@@ -212,15 +238,13 @@ def pool_repeats(world_size: int, parts: list[RunSpec], what: str) -> RunSpec:
 
 
 def _ws_from_name(name: str) -> int | None:
+    """The world size a folder name states (``ws8``, ``8gpus``); a number beyond the ceiling
+    is no world size (a date, a job id) and states none."""
     for rx in (_WS_DIR_RE, _WS_DIR_RE2):
         m = rx.search(name)
-        if m and int(m.group(1)) > 0:
+        if m and 0 < int(m.group(1)) <= MAX_WORLD_SIZE:
             return int(m.group(1))
     return None
-
-
-#: Larger rank numbers are corrupt, not a job (the largest jobs have ~10^5 ranks).
-MAX_RANK = 1 << 20
 
 
 def _make_run(
@@ -235,15 +259,17 @@ def _make_run(
 
     A file whose rank cannot belong to the run (not below the world size) is left out and
     added to ``rejected`` when that list is given, else it is an error; None when no file is
-    left. A folder name (``ws8``) that disagrees with ``distributedInfo`` is a warning: the
-    traces' own word wins.
+    left. A folder name (``ws8``) or ``tracescale.toml`` that disagrees with
+    ``distributedInfo`` is a warning: the traces' own word wins. A world size or rank beyond
+    :data:`~tracescale.ingest.claims.MAX_WORLD_SIZE` in ``distributedInfo`` is an error
+    whatever ``rejected`` is; no list or set grows with a claimed size.
     """
     warnings: list[str] = []
+    check_heads(heads)
     sizes = {h.world_size for h in heads if h.world_size is not None}
     if len(sizes) > 1:
-        detail = ", ".join(f"{os.path.basename(h.path)} (world size {h.world_size})" for h in heads)
         raise InvalidTraceError(
-            f"files of different world sizes in one folder: {detail}", path=folder
+            f"files of different world sizes in one folder: {size_detail(heads)}", path=folder
         )
     world = sizes.pop() if sizes else ws_hint
     if world is not None and ws_hint is not None and world != ws_hint:
@@ -268,13 +294,14 @@ def _make_run(
         ranked.append(RankFile(h.path, nxt, h.size, "order"))
         warnings.append(f"{h.path}: no rank in distributedInfo or file name; taken as rank {nxt}")
         used.add(nxt)
-    bound = world if world is not None else MAX_RANK
+    bound = world if world is not None else MAX_WORLD_SIZE
     impossible = [r for r in ranked if r.rank >= bound]
     for r in impossible:
+        field = "distributedInfo.rank" if r.rank_from == "distributedInfo" else "file name"
         why = (
-            f"rank {r.rank} is not below the world size {world}"
+            f"rank {r.rank} is not below the world size {world} ({field})"
             if world is not None
-            else f"rank {r.rank} is implausibly large"
+            else f"rank {r.rank} is beyond the ceiling of {MAX_WORLD_SIZE} ranks ({field})"
         )
         if rejected is None:
             raise InvalidTraceError(why, path=r.path)
@@ -285,9 +312,9 @@ def _make_run(
     distinct = sorted({r.rank for r in ranked})
     if world is None:
         world = max(len(distinct), max(distinct) + 1 if distinct else 1)
-    missing = sorted(set(range(world)) - set(distinct))
-    if missing and len(distinct) < world:
-        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+    n_missing, first_missing = missing_ranks(distinct, world)
+    if n_missing:
+        shown = ", ".join(map(str, first_missing)) + (" ..." if n_missing > 10 else "")
         warnings.append(
             f"{folder}: {len(distinct)} of {world} ranks present; missing ranks {shown}"
         )
@@ -301,6 +328,10 @@ def _make_run(
 
 
 def _study_from_toml(study: str, toml_path: str) -> StudySpec:
+    """The runs ``tracescale.toml`` names. Its ``world_size`` is the fallback for traces
+    without ``distributedInfo``; where they state one, they win and a warning says so (the
+    report and the warning agree). A file named by two tables counts once; a sub-folder that
+    holds traces but no table names is named in a warning."""
     try:
         with open(toml_path, "rb") as fh:
             conf = tomllib.load(fh)
@@ -311,31 +342,43 @@ def _study_from_toml(study: str, toml_path: str) -> StudySpec:
         raise UsageError("expected [[run]] tables with world_size and path", path=toml_path)
     runs: dict[int, list[RunSpec]] = {}
     rejected: list[tuple[str, str]] = []
+    seen = SeenFiles()
+    targets: list[str] = []
     for entry in entries:
         try:
             ws = int(entry["world_size"])
             rel = str(entry["path"])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise UsageError("each [[run]] needs world_size and path", path=toml_path) from exc
-        if ws < 1:
-            raise UsageError(f"world_size must be >= 1, not {ws}", path=toml_path)
+        if not 1 <= ws <= MAX_WORLD_SIZE:
+            raise UsageError(
+                f"world_size must be >= 1 and <= {MAX_WORLD_SIZE} (the ceiling), not {ws}",
+                path=toml_path,
+            )
         target = os.path.join(study, rel)
+        targets.append(target)
         files = [target] if os.path.isfile(target) else _trace_files(target)[0]
-        heads = _readable_heads(files, rejected)
+        fresh = [f for f in files if seen.first_time(f)]
+        if files and not fresh:
+            continue  # every file already counted under another [[run]] (a warning says so)
+        heads = _readable_heads(fresh, rejected, SeenFiles())
         label = str(entry.get("label", rel))
         run = _make_run(heads, target, ws, label, rejected, "tracescale.toml") if heads else None
         if run is None:
             raise NoTracesError("no usable trace files for this [[run]]", path=target)
-        if run.world_size != ws:
-            run = RunSpec(ws, run.label, run.groups, run.warnings)
-        runs.setdefault(ws, []).append(run)
-    out = [
-        RunSpec(
-            ws,
-            " + ".join(r.label for r in rs),
-            tuple(g for r in rs for g in r.groups),
-            tuple(w for r in rs for w in r.warnings),
-        )
-        for ws, rs in sorted(runs.items())
-    ]
-    return _study(study, out, rejected)
+        runs.setdefault(run.world_size, []).append(run)
+    out = [pool_repeats(ws, rs, "[[run]] tables") for ws, rs in sorted(runs.items())]
+    return _study(study, out, rejected, [*seen.warnings, *_unnamed_folders(study, targets)])
+
+
+def _unnamed_folders(study: str, targets: list[str]) -> list[str]:
+    """Warnings for the sub-folders of ``study`` that hold traces but no [[run]] reaches."""
+    named = [os.path.realpath(t) for t in targets]
+    notes = []
+    for d in _trace_files(study)[1]:
+        real = os.path.realpath(d)
+        if any(n == real or n.startswith(real + os.sep) for n in named):
+            continue
+        if holds_traces(d, _is_candidate):
+            notes.append(unread_note(d, "holds traces but no [[run]] of tracescale.toml names it"))
+    return notes

@@ -9,7 +9,7 @@ the same order (tested on every shipped, real and simulated trace against both p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from tracescale.categories import ANNOTATION_CAT
 from tracescale.ingest.build import STRING_COLUMNS, Builder
-from tracescale.ingest.numbers import slow_parse
+from tracescale.ingest.numbers import is_out_of_range, slow_parse
 from tracescale.ingest.schema import CHUNK_DECODER, CHUNK_EVENTS, TOP_DECODER, Args, TraceFile
 
 try:  # numba is optional: without it every file takes the typed path
@@ -117,6 +117,8 @@ class Scanned:
     slow_values: list[int | None]
     texts: list[str]
     meta_events: list[Any]
+    #: Rows whose ts or dur did not parse but is a number (only too large): "out of range"
+    huge_rows: list[int] = field(default_factory=list)
 
 
 def scan_trace(data: bytes | bytearray) -> Scanned | None:
@@ -160,6 +162,11 @@ def scan_trace(data: bytes | bytearray) -> Scanned | None:
         return None
     slow_rows = slow[:n_slow].tolist()
     slow_values = [slow_parse(buf[s:e].tobytes()) for _r, _w, s, e in slow_rows]
+    huge_rows = [
+        r
+        for (r, _w, s, e), v in zip(slow_rows, slow_values, strict=True)
+        if v is None and is_out_of_range(buf[s:e].tobytes())
+    ]
     del buf
     top = TraceFile(
         schemaVersion=top_raw.schemaVersion,
@@ -177,6 +184,7 @@ def scan_trace(data: bytes | bytearray) -> Scanned | None:
         slow_values,
         texts,
         meta_events,
+        huge_rows,
     )
 
 
@@ -190,7 +198,13 @@ def build_columns(scanned: Scanned) -> tuple[TraceFile, Builder]:
     builder.meta_events = scanned.meta_events
     chunk_phases = _count_phases(scanned.phases)
     # Column-major: each column is a contiguous view; copies only where rows are dropped.
-    keep = _times(builder, chunk_phases, i64, i32, scanned.slow_rows, scanned.slow_values)
+    keep = _times(
+        builder,
+        chunk_phases,
+        i64,
+        i32,
+        (scanned.slow_rows, scanned.slow_values, scanned.huge_rows),
+    )
     if not keep.all():
         i64, i32 = i64[:, keep], i32[:, keep]
     scanned_top = scanned.top
@@ -221,11 +235,11 @@ def _times(
     chunk_phases: list[tuple[int, int]],
     i64: _I64,
     i32: npt.NDArray[np.int32],
-    slow_rows: list[list[int]],
-    slow_values: list[int | None],
+    slow: tuple[list[list[int]], list[int | None], list[int]],
 ) -> npt.NDArray[np.bool_]:
     """Rows with usable times, the skipped ones counted chunk by chunk as the typed path does."""
     assert scan is not None
+    slow_rows, slow_values, huge_rows = slow
     flags = i32[scan.J_FLAGS]
     ts_st, dur_st = flags & 3, (flags >> 2) & 3
     ok_start, ok_dur = ts_st == jsonbytes.NUM_PLAIN, dur_st == jsonbytes.NUM_PLAIN
@@ -234,6 +248,9 @@ def _times(
             i64[scan.I_TS if which == 0 else scan.I_DUR, row] = value
             (ok_start if which == 0 else ok_dur)[row] = True
     no_ts, no_dur = ts_st == jsonbytes.NUM_MISSING, dur_st == jsonbytes.NUM_MISSING
+    huge = np.zeros(i64.shape[1], dtype=np.bool_)
+    for row in huge_rows:
+        huge[row] = True
     dur = i64[scan.I_DUR]
     row_chunk = i32[scan.J_EVIDX] // CHUNK_EVENTS
     bounds = np.searchsorted(row_chunk, np.arange(len(chunk_phases) + 1))
@@ -243,7 +260,7 @@ def _times(
         lo, hi = int(bounds[c]), int(bounds[c + 1])
         part = slice(lo, hi)
         keep[part] = builder.valid_times(
-            dur[part], ok_start[part], ok_dur[part], no_ts[part], no_dur[part]
+            dur[part], ok_start[part], ok_dur[part], no_ts[part], no_dur[part], huge[part]
         )
     return keep
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.ingest.claims import MAX_GROUP_MEMBERS, MAX_WORLD_SIZE
 from tracescale.ingest.trace import PGConfig, RankTrace
 
 I32 = npt.NDArray[np.int32]
@@ -181,15 +182,23 @@ def resolve_group(
     start: int = -1,
     stride: int = -1,
     desc: str = "",
+    budget: int = MAX_WORLD_SIZE,
 ) -> ProcessGroup:
     """A group from its args (``parsed``: :func:`parse_ranks` of its ranks text; ``start`` and
     ``stride``: ``Global rank start`` / ``Global rank stride``): members from the ranks text,
     else (cut or absent) from the progression start + k * stride, k < size, that PyTorch
     writes when the members are one (stride 0: a single rank; -1: irregular), when they agree
-    with the size, the ranks listed and the rank itself; else from ``pg_config``."""
+    with the size, the ranks listed and the rank itself; else from ``pg_config``. A progression
+    is built only when ``size`` is within ``budget`` (members the caller may still allocate):
+    ``Group size`` is a claim, and beyond that the members stay unknown."""
     rank = trace.meta.rank
     ranks, listed = parsed
-    if ranks is None and size > 0 and start >= 0 and (stride > 0 or (stride == 0 and size == 1)):
+    if (
+        ranks is None
+        and 0 < size <= budget
+        and start >= 0
+        and (stride > 0 or (stride == 0 and size == 1))
+    ):
         progression = tuple(start + k * stride for k in range(size))
         if progression[: len(listed)] == listed:  # the cut list shows the same first ranks
             ranks = progression
@@ -242,8 +251,10 @@ def group_table(trace: RankTrace) -> GroupTable:
     parsed = {  # each distinct text once, whatever names and sizes it comes with
         i: parse_ranks(strings[i]) for i in set(distinct[:, 1].tolist()) if i >= 0
     }
-    groups = tuple(
-        resolve_group(
+    budget = MAX_GROUP_MEMBERS  # members built from progressions, over all groups
+    resolved = []
+    for name_id, ranks_id, size, start, stride, desc_id in distinct.tolist():
+        group = resolve_group(
             trace,
             strings[name_id] if name_id >= 0 else "",
             int(size),
@@ -251,8 +262,10 @@ def group_table(trace: RankTrace) -> GroupTable:
             start,
             stride,
             strings[desc_id] if desc_id >= 0 else "",
+            budget=min(budget, MAX_WORLD_SIZE),
         )
-        for name_id, ranks_id, size, start, stride, desc_id in distinct.tolist()
-    )
+        budget -= len(group.ranks or ())
+        resolved.append(group)
+    groups = tuple(resolved)
     of_event[rows] = inverse.reshape(-1).astype(np.int32)
     return GroupTable(groups, of_event)

@@ -94,6 +94,16 @@ def _parse_block(
     return values, valid
 
 
+def is_out_of_range(text: bytes) -> bool:
+    """Whether a number text that did not parse is a finite number too large for int64 ns
+    (``1e400``, 30 digits), not something that is no number at all (NaN, a string, null):
+    the two are counted apart, so a warning never calls a number "non-numeric"."""
+    try:
+        return Decimal(text.decode("ascii", errors="strict")).is_finite()
+    except (InvalidOperation, UnicodeDecodeError, ValueError):
+        return False
+
+
 def slow_parse(text: bytes) -> int | None:
     """Exponent notation and other rare spellings; None when not a finite, sane number."""
     try:

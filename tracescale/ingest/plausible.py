@@ -4,7 +4,9 @@ The decoder skips events it cannot read (string or missing ``ts``/``dur``, negat
 so a file can decode to nothing usable; analyzing that would report a "0 ms" step, so it is an
 invalid trace instead. A duration can also be readable yet impossible: a kernel that runs for
 six days, or one longer than the profiler's own recording window. Such an event would become
-the step time, so it is dropped and counted as skipped (a warning).
+the step time, so it is dropped and counted as skipped (a warning). A process group's claimed
+``Group size`` beyond the world-size ceiling (:mod:`.claims`) refuses the file: it would size
+the group's member list.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from tracescale.errors import InvalidTraceError
+from tracescale.ingest.claims import check_world_size
 from tracescale.ingest.trace import RankTrace
 
 #: No single profiled event lasts a day; longer durations are corrupt clocks or units.
@@ -42,6 +45,8 @@ def vet(trace: RankTrace) -> RankTrace:
     ev = trace.events
     if len(ev) == 0:
         raise InvalidTraceError(_nothing_usable(trace), path=trace.meta.path)
+    if ev.group_size.size:
+        check_world_size(int(ev.group_size.max()), path=trace.meta.path, field="'Group size'")
     limit = MAX_EVENT_NS
     window = recording_window_ns(trace)
     if window is not None:
@@ -64,4 +69,4 @@ def vet(trace: RankTrace) -> RankTrace:
 def _nothing_usable(trace: RankTrace) -> str:
     skipped = trace.meta.skipped
     why = "; ".join(f"{n} {what}" for what, n in skipped.items() if n) or "none present"
-    return f"no usable complete (ph 'X') event with numeric ts and dur (skipped: {why})"
+    return f"no usable complete (ph 'X') event with numeric, in-range ts and dur (skipped: {why})"

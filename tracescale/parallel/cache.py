@@ -57,9 +57,14 @@ class CacheKey:
     version: str
 
     def slot(self) -> str:
-        """File name: the key without the file's size and mtime (one slot per file)."""
-        text = "\0".join([self.path, self.rules, str(self.memory_budget), self.version])
-        return hashlib.sha256(text.encode()).hexdigest()[:40] + ".rc"
+        """File name: the key without the file's size and mtime (one slot per file).
+
+        The path is hashed as the bytes the OS gave (``os.fsencode``): a file name that is not
+        UTF-8 reaches Python as text with lone surrogates, which plain ``encode`` refuses.
+        """
+        rest = "\0".join([self.rules, str(self.memory_budget), self.version])
+        text = os.fsencode(self.path) + b"\0" + rest.encode()
+        return hashlib.sha256(text).hexdigest()[:40] + ".rc"
 
     def as_dict(self) -> dict[str, str | int]:
         """The key as the JSON object an entry's header must repeat exactly."""
