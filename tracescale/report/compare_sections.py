@@ -1,4 +1,8 @@
-"""The compare document in table, Markdown and HTML: the same sections in every format."""
+"""The compare document as format-free sections: the same sections in every format.
+
+It builds :class:`Block` and :class:`Section` values only; :mod:`tracescale.report.render` hands
+them to the table, Markdown or HTML writer, so this module imports none of the writers.
+"""
 
 from __future__ import annotations
 
@@ -189,27 +193,6 @@ def compare_blocks(doc: dict[str, Any]) -> list[Block]:
     return blocks
 
 
-def _header(doc: dict[str, Any]) -> str:
+def compare_header(doc: dict[str, Any]) -> str:
+    """The line under each compare rendering's title: the tool and the document's schema."""
     return f"tracescale compare, schema {doc.get('schema_version')}"
-
-
-def compare_table(doc: dict[str, Any], width: int | None = None, color: bool = False) -> str:
-    """The compare document as terminal text, ``width`` columns at most."""
-    from tracescale.report.table import blocks_text
-
-    return blocks_text(compare_blocks(doc), _header(doc), width, color)
-
-
-def compare_markdown(doc: dict[str, Any]) -> str:
-    """The compare document as Markdown."""
-    from tracescale.report.markdown import blocks_md
-
-    return blocks_md(compare_blocks(doc), "tracescale compare", _header(doc))
-
-
-def compare_html(doc: dict[str, Any]) -> str:
-    """The compare document as one self-contained HTML page."""
-    from tracescale.report.html import page
-
-    data = {"runs": doc.get("runs"), "studies": doc.get("studies")}
-    return page("tracescale compare", compare_blocks(doc), data, kind="compare", meta=_header(doc))

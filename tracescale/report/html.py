@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from tracescale.report import fmt
-from tracescale.report.render import _finite
+from tracescale.report.jsonsafe import finite
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
 
 _RUN_KEYS = ("world_size", "step_time_s", "breakdown_s", "per_rank", "stragglers")
@@ -60,7 +60,7 @@ def chart_data(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _json_script(data: dict[str, Any]) -> str:
     """JSON safe inside <script>: '<', '>' and '&' escaped so no '</script>' can appear."""
-    text = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False)
+    text = json.dumps(finite(data), separators=(",", ":"), allow_nan=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f'<script type="application/json" id="ts-data">{text}</script>'
 

@@ -1,16 +1,19 @@
 """One entry point per document kind: ``render(doc, fmt)`` and ``render_compare(doc, fmt)``.
 
 The CLI picks the format from ``--format`` or from ``-o``'s extension via :func:`guess_format`.
+This module is the top of the report package: it dispatches to the renderers (and joins the
+compare sections to each format's writer), and no renderer imports it back, so the package's
+import graph has no cycle. The renderers load on first use, keeping ``--format json`` light.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from tracescale.errors import UsageError
+from tracescale.report.jsonsafe import finite
 
 FORMATS: tuple[str, ...] = ("table", "json", "markdown", "html")
 
@@ -36,20 +39,9 @@ def known_extensions() -> list[str]:
     return list(_EXTENSIONS)
 
 
-def _finite(value: Any) -> Any:
-    """NaN and infinities become null: JSON has no spelling for them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def render_json(doc: dict[str, Any]) -> str:
     """The document itself, indented, strictly valid JSON."""
-    return json.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _check(fmt: str) -> None:
@@ -86,10 +78,18 @@ def render_compare(
     _check(fmt)
     if fmt == "json":
         return render_json(doc)
-    from tracescale.report.compare_sections import compare_html, compare_markdown, compare_table
+    from tracescale.report.compare_sections import compare_blocks, compare_header
 
+    blocks = compare_blocks(doc)
     if fmt == "markdown":
-        return compare_markdown(doc)
+        from tracescale.report.markdown import blocks_md
+
+        return blocks_md(blocks, "tracescale compare", compare_header(doc))
     if fmt == "html":
-        return compare_html(doc)
-    return compare_table(doc, width, color)
+        from tracescale.report.html import page
+
+        data = {"runs": doc.get("runs"), "studies": doc.get("studies")}
+        return page("tracescale compare", blocks, data, kind="compare", meta=compare_header(doc))
+    from tracescale.report.table import blocks_text
+
+    return blocks_text(blocks, compare_header(doc), width, color)
