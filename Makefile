@@ -26,8 +26,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/tracescale analyze sample_traces/sim_gpu_strong
 
+# Every test, spread over one worker per core (pytest-xdist); the ten slowest are listed so a
+# slow newcomer shows up in the run that added it.
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check tracescale tests examples
