@@ -100,25 +100,75 @@ def syncs(
     sync_events: I64, launched: I64,
 ) -> None:  # fmt: skip
     """Sync calls wait for the latest-ending device node launched before them: the call ends at
-    max(start + ``fixed``, that node's end + ``tail``)."""
+    max(start + ``fixed``, that node's end + ``tail``).
+
+    "Latest-ending" admits nodes ending by the call's end plus ``QUEUED_NS``; among equal ends
+    the first device node wins. All calls are answered together (:func:`_latest_launched`), so
+    a rank that syncs every step costs a sort, not one scan of every kernel per sync."""
     ev = trace.events
-    if len(dev_idx) == 0:
+    if len(dev_idx) == 0 or len(sync_events) == 0:
         return
-    d_launch = launched[dev_idx]
-    d_end = ev.start[dev_idx] + ev.dur[dev_idx]
-    for node, i in zip(sync_nodes.tolist(), sync_events.tolist(), strict=True):
-        s, e = int(ev.start[i]), int(ev.start[i] + ev.dur[i])
-        cand = np.flatnonzero((d_launch <= s) & (d_end <= e + QUEUED_NS))
-        if cand.size == 0:
-            continue
-        j = int(cand[np.argmax(d_end[cand])])
-        awaited_end = int(d_end[j])
-        c["dep2"][node] = first + j
-        if awaited_end > s:
-            c["fixed"][node] = 0
-            c["tail"][node] = max(e - awaited_end, 0)
-        else:
-            c["fixed"][node] = e - s
+    d_launch = launched[dev_idx].astype(np.int64)
+    d_end = (ev.start[dev_idx] + ev.dur[dev_idx]).astype(np.int64)
+    s = ev.start[sync_events].astype(np.int64)
+    e = s + ev.dur[sync_events].astype(np.int64)
+    j = _latest_launched(d_launch, d_end, s, e + QUEUED_NS)
+    hit = j >= 0
+    node, j, s, e = sync_nodes[hit], j[hit], s[hit], e[hit]
+    awaited_end = d_end[j]
+    c["dep2"][node] = first + j
+    waits = awaited_end > s
+    c["fixed"][node] = np.where(waits, 0, e - s)
+    c["tail"][node[waits]] = np.maximum(e[waits] - awaited_end[waits], 0)
+
+
+def _latest_launched(launch: I64, end: I64, at: I64, by: I64) -> I64:
+    """Per query q: the item with the largest ``end`` <= ``by[q]`` among those with ``launch``
+    <= ``at[q]`` (the first item among equal ends), -1 when none.
+
+    In end order the answer is the rightmost admissible position before the end bound: found
+    at once where the latest-ending item was launched in time (the usual case), else by a walk
+    of a min-tree over launch times, vectorized over the queries: O((n + q) log n)."""
+    n = len(end)
+    # End order, ties by descending index: the rightmost of equal ends is the first item.
+    order = np.lexsort((-np.arange(n), end))
+    e_sorted, l_sorted = end[order], launch[order]
+    p = np.searchsorted(e_sorted, by, side="right") - 1
+    pc = np.clip(p, 0, None)
+    found = np.where((p >= 0) & (l_sorted[pc] <= at), p, -1)
+    rest = np.flatnonzero((p >= 0) & (found < 0))
+    if len(rest):
+        found[rest] = _rightmost_at_most(l_sorted, p[rest], at[rest])
+    return np.where(found >= 0, order[np.clip(found, 0, None)], -1)
+
+
+def _rightmost_at_most(values: I64, upto: I64, bound: I64) -> I64:
+    """Per query: the largest index i <= ``upto`` with ``values[i] <= bound``, -1 when none
+    (a bottom-up min-tree: up from the leaf to the first left sibling holding one, then down
+    along the rightmost such child)."""
+    size = 1 << max(int(len(values) - 1).bit_length(), 0)
+    tree = np.full(2 * size, np.iinfo(np.int64).max, dtype=np.int64)
+    tree[size : size + len(values)] = values
+    for lvl in range(size.bit_length() - 2, -1, -1):
+        lo = 1 << lvl
+        tree[lo : 2 * lo] = np.minimum(tree[2 * lo : 4 * lo : 2], tree[2 * lo + 1 : 4 * lo : 2])
+    x = upto.astype(np.int64) + size
+    done = tree[x] <= bound  # the leaf itself
+    while True:
+        climb = ~done & (x > 1)
+        if not climb.any():
+            break
+        left = climb & (x % 2 == 1) & (tree[np.maximum(x - 1, 1)] <= bound)
+        x = np.where(left, x - 1, np.where(climb, x // 2, x))
+        done |= left
+    while True:
+        down = done & (x < size)
+        if not down.any():
+            break
+        right = 2 * x + 1
+        go = np.where(tree[np.where(down, right, 1)] <= bound, right, 2 * x)
+        x = np.where(down, go, x)
+    return np.where(done, x - size, -1)
 
 
 def _dep2_end(c: dict[str, I64]) -> I64:
@@ -133,23 +183,33 @@ WAIT_GAP_NS = 10 * QUEUED_NS
 
 def _other_stream_end(c: dict[str, I64], dev: BOOL) -> tuple[I64, I64]:
     """Per node: the latest end at or before its start of a device node on another stream, and
-    that node (-2^62 and -1 for nodes that are not device nodes or have none)."""
+    that node (-2^62 and -1 for nodes that are not device nodes or have none). Among equal ends
+    the lowest stream wins, and on one stream the last node.
+
+    One sort of every device node by (end, stream descending, node): the best node of a prefix
+    is its last, and the best on another stream than that one's is the last before its run of
+    equal streams, so each node's answer is one binary search, however many streams there are
+    (a search per stream over every other stream's nodes was quadratic in streams)."""
     n = len(dev)
     best_end = np.full(n, -(2**62), dtype=np.int64)
     best = np.full(n, -1, dtype=np.int64)
-    ends = c["start"] + c["dur"]
-    nodes_dev = np.flatnonzero(dev)
-    for r in np.unique(c["res"][dev]).tolist():
-        on = nodes_dev[c["res"][nodes_dev] == r]
-        o = np.argsort(ends[on], kind="stable")
-        e_sorted, by_end = ends[on][o], on[o]
-        others = nodes_dev[c["res"][nodes_dev] != r]
-        k = np.searchsorted(e_sorted, c["start"][others], side="right") - 1
-        hit = k >= 0
-        cand_end = np.where(hit, e_sorted[np.clip(k, 0, None)], -(2**62))
-        better = hit & (cand_end > best_end[others])
-        best_end[others[better]] = cand_end[better]
-        best[others[better]] = by_end[np.clip(k, 0, None)][better]
+    nodes = np.flatnonzero(dev)
+    if len(nodes) == 0:
+        return best_end, best
+    ends = (c["start"] + c["dur"])[nodes]
+    res = c["res"][nodes].astype(np.int64)
+    o = np.lexsort((nodes, -res, ends))
+    e_sorted, r_sorted, by_end = ends[o], res[o], nodes[o]
+    change = np.ones(len(o), dtype=np.bool_)
+    change[1:] = r_sorted[1:] != r_sorted[:-1]
+    run_start = np.maximum.accumulate(np.where(change, np.arange(len(o)), 0))
+    k = np.searchsorted(e_sorted, c["start"][nodes], side="right") - 1
+    kc = np.clip(k, 0, None)
+    k = np.where((k >= 0) & (r_sorted[kc] == res), run_start[kc] - 1, k)
+    hit = k >= 0
+    kc = np.clip(k, 0, None)
+    best_end[nodes[hit]] = e_sorted[kc][hit]
+    best[nodes[hit]] = by_end[kc][hit]
     return best_end, best
 
 
@@ -167,11 +227,12 @@ def launch_lags(c: dict[str, I64], dev: BOOL) -> I64:
     "latency" of 11 ms hid every implicit wait)."""
     n = len(dev)
     explained = np.full(n, -(2**62), dtype=np.int64)
-    for r in np.unique(c["res"][dev]).tolist():
-        nodes = np.flatnonzero(dev & (c["res"] == r))
-        nodes = nodes[np.argsort(c["start"][nodes], kind="stable")]
-        prev_end = np.concatenate([[-(2**62)], (c["start"] + c["dur"])[nodes][:-1]])
-        explained[nodes] = prev_end
+    # Each device node's predecessor on its own stream, in start order (one sort for all).
+    nodes = np.flatnonzero(dev)
+    nodes = nodes[np.lexsort((c["start"][nodes], c["res"][nodes]))]
+    prev_end = np.concatenate([[-(2**62)], (c["start"] + c["dur"])[nodes][:-1]])
+    same = np.concatenate([[False], c["res"][nodes][1:] == c["res"][nodes][:-1]])
+    explained[nodes] = np.where(same, prev_end, -(2**62))
     has2 = c["dep2"] >= 0
     d2 = np.clip(c["dep2"], 0, None)
     explained = np.where(dev & has2, np.maximum(explained, (c["start"] + c["dur"])[d2]), explained)
