@@ -13,6 +13,7 @@ mean step time of this scheduler run at the target N with the same noise, over m
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -70,6 +71,9 @@ class Pattern:
     #: weak scaling: each rank keeps its batch (compute and input copy do not shrink with N);
     #: the truth's speedup is then the throughput speedup N T(base) / (base T(N))
     weak: bool = False
+    #: the step at infinite N (tests/independent/serial.py): every share of the batch and every
+    #: sharded optimizer divided away, transfers free; launches and serial work stay
+    infinite: bool = False
 
 
 def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int | None,
@@ -125,7 +129,14 @@ def _dp_allreduce(s: Sched, p: Pattern, nbytes: float, tpg: int, dp: int) -> Non
 
 def shards(p: Pattern, n: int) -> float:
     """What each rank's share of the batch is divided by: N (strong scaling), 1 (weak)."""
+    if p.infinite:
+        return math.inf
     return 1.0 if p.weak else float(n)
+
+
+def sharded(p: Pattern, n: int) -> float:
+    """What a sharded optimizer state is divided by: N (infinite at infinite N)."""
+    return math.inf if p.infinite else float(n)
 
 
 def step_begin(s: Sched, p: Pattern) -> None:
@@ -216,11 +227,12 @@ def one_step(s: Sched, p: Pattern, k: int) -> None:
         s.host(8e-6)
     if p.bcast_bytes and n > 1:
         _coll(s, p, "broadcast", p.bcast_bytes, COMM, COMPUTE, "0", "broadcast")
-    step_end(s, p, sync_step, fsdp, p.optimizer / n if fsdp else p.optimizer)
+    step_end(s, p, sync_step, fsdp, p.optimizer / sharded(p, n) if fsdp else p.optimizer)
 
 
 def run(p: Pattern, n: int, steps: int, seed: int, record: bool) -> tuple[Sched, list[np.ndarray]]:
-    s = Sched(n, np.random.default_rng(seed), style=p.style, noise=p.noise, record=record)
+    s = Sched(n, np.random.default_rng(seed), style=p.style, noise=p.noise, record=record,
+              free_transfers=p.infinite)  # fmt: skip
     bounds = [s.h.copy()]
     for k in range(steps):
         a = s.h.copy()

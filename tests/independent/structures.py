@@ -14,6 +14,7 @@ from .gen import (
     GEMM_SMALL,
     Pattern,
     _coll,
+    sharded,
     shards,
     step_begin,
     step_end,
@@ -81,7 +82,7 @@ def fsdp_prefetch_step(s: Sched, p: Pattern, k: int) -> None:
         s.host(8e-6)
     if n > 1:
         s.wait_stream(COMPUTE, COMM_RS)
-    step_end(s, p, True, True, p.optimizer / n)
+    step_end(s, p, True, True, p.optimizer / sharded(p, n))
 
 
 def _tp_comm(s: Sched, p: Pattern, coll: str, cname: str) -> None:
@@ -144,4 +145,4 @@ def megatron_step(s: Sched, p: Pattern, k: int) -> None:
     if s.thread:
         s.thread = 0
         s.host(8e-6)
-    step_end(s, p, True, False, p.optimizer / s.n)
+    step_end(s, p, True, False, p.optimizer / sharded(p, s.n))

@@ -1,15 +1,17 @@
-"""Put replayed projections into a study's scaling entry (the JSON contract), keeping the
-closed-form per-category view as the explanation."""
+"""Put replayed projections and the replayed serial fraction (its total and each category's
+part, from the step replayed at infinite N) into a study's scaling entry (the JSON contract);
+the closed form stays only as labelled cross-check fields."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from tracescale.categories import CATEGORIES
 from tracescale.replay.cycles import bootstrap_mean, weighted_mean
 from tracescale.replay.delays import DelayModel
 from tracescale.replay.project import ReplayStudy, tier_warning
@@ -167,41 +169,37 @@ def _headline_serial(
     scaling: dict[str, Any],
     t_inf: tuple[float, float, float],
     t1: tuple[float, float, float],
-) -> str | None:
-    """Make the replay's ``T_inf/T(1)`` the headline serial fraction (strong mode).
+    parts: Mapping[str, float],
+) -> None:
+    """Make the replay's ``T_inf/T(1)`` the serial fraction (strong mode), each category's part
+    its time in the replayed step at infinite N over T(1) (``replay.serial_parts``).
 
-    The closed form's per-category constants ``a_c/T(1)`` stay as the explanation, scaled to
-    sum to the headline (their shares of it are the closed form's); the closed form's own total
-    and interval are kept beside it. Returns a warning when the two differ by more than
-    ``DISAGREE``.
+    ``parts``: seconds per category of T_inf; the total is their sum, so the categories add up
+    to it exactly. The closed form's total and constants stay only as labelled cross-check
+    fields (``closed_form_*``), never printed: one model gives one answer.
     """
     sf = scaling["serial_fraction"]
     closed = sf.get("total")
     closed_f = float(closed) if closed is not None else None
-    f = _clamp(t_inf[0] / t1[0])
+    t_point = float(sum(parts.values())) if parts else t_inf[0]
+    f = _clamp(t_point / t1[0])
     lo = _clamp(t_inf[1] / t1[2]) if t1[2] > 0 else 0.0
     hi = _clamp(t_inf[2] / t1[1]) if t1[1] > 0 else 1.0
-    by = {c: float(v) for c, v in sf.get("by_category", {}).items() if v is not None}
-    parts = sum(by.values())
     sf["closed_form_total"] = closed_f
     sf["closed_form_ci90"] = sf.get("ci90")
     sf["closed_form_by_category"] = dict(sf.get("by_category", {}))
+    sf["closed_form_note"] = (
+        "cross-check only: sum_c a_c / T(1) of the per-category a + b/N fits; the serial "
+        "fraction reported is the replay's (total, by_category)"
+    )
     sf["total"] = f
     sf["ci90"] = [min(lo, f), max(hi, f)]
-    sf["by_category"] = {c: v * f / parts for c, v in by.items()} if parts > 0 else by
+    scale = f * t1[0] / t_point if t_point > 0 else 0.0  # 1 unless clamped at one
+    sf["by_category"] = {c: float(parts.get(c, 0.0)) / t1[0] * scale for c in CATEGORIES}
     sf["t1_s"] = t1[0]
-    sf["t_inf_s"] = t_inf[0]
+    sf["t_inf_s"] = t_point
     sf["source"] = "replay"
     scaling["amdahl_limit"] = 1.0 / f if f > 0 else None
-    if closed_f is not None and (
-        abs(closed_f - f) > DISAGREE * closed_f if closed_f > 0 else f > 0
-    ):
-        return (
-            f"the serial fraction from the closed-form model ({closed_f:.3f}) and from the "
-            f"replay (T_inf/T(1) = {f:.3f}) disagree by more than {DISAGREE:.0%}; the replay "
-            "is reported, the categories are the closed form's shares scaled to it"
-        )
-    return None
 
 
 def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
@@ -243,11 +241,11 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
         warnings.append(sw)
     t1 = t_base if base_n == 1 else study.project(1).step_time_s
     t_inf, t_inf_lo, t_inf_hi = study.serial_time_interval()
+    parts = study.serial_parts()
+    t_inf = float(sum(parts.values()))
     if mode == "strong" and t1 > 0:
         t1_lo, t1_hi = _t1_interval(study, t1, base_n)
-        sw = _headline_serial(scaling, (t_inf, t_inf_lo, t_inf_hi), (t1, t1_lo, t1_hi))
-        if sw:
-            warnings.append(sw)
+        _headline_serial(scaling, (t_inf, t_inf_lo, t_inf_hi), (t1, t1_lo, t1_hi), parts)
     elif mode != "strong":
         scaling["serial_fraction"]["source"] = "closed_form"
     comm = study.comm

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracescale.categories import CATEGORIES
 from tracescale.replay.comm import CommModel, fit_comm, unmeasured_inter_range
 from tracescale.replay.cycles import bootstrap_mean, weighted_mean
 from tracescale.replay.delays import DelayModel, pool_delays
@@ -34,6 +35,7 @@ from tracescale.replay.intervals import combine_ends
 from tracescale.replay.kernel_pools import varying_kernel_laws
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
+from tracescale.replay.serial_parts import step_categories, systematic_wait
 from tracescale.replay.topology import INTER, measured_tier
 from tracescale.replay.variability import lateness, reaches
 
@@ -74,6 +76,7 @@ class ReplayStudy:
     _cache: dict[tuple[int, int, int, float, float], tuple[float, float, float]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _parts: dict[int, dict[str, float]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def base(self) -> RunReplay:
@@ -132,8 +135,8 @@ class ReplayStudy:
             new = np.empty(len(c))
             waits = np.zeros(len(c))
             for i, row in enumerate(c.itertuples(index=False)):
-                if infinite:  # transfers vanish, waits for a late rank stay
-                    new[i] = float(row.wait)
+                if infinite:  # transfers vanish; a wait for a rank late every step stays
+                    new[i] = systematic_wait(base.offsets, row)
                     continue
                 args = (str(row.collective), str(row.algo), float(row.bytes), float(row.group))
                 pg = str(getattr(row, "pg", ""))
@@ -247,15 +250,31 @@ class ReplayStudy:
         )
 
     def serial_time(self) -> float:
-        """T_inf: the step with parallel work and transfers gone (floors and waits stay)."""
+        """T_inf: the step with parallel work and transfers gone (floors, launches and the
+        waits for a systematically late rank stay)."""
         return self.serial_time_interval()[0]
+
+    def serial_parts(self) -> dict[str, float]:
+        """T_inf per category (seconds of the mean step): the replayed step at infinite N
+        classified by the attribution rules (``replay.serial_parts``); they sum to T_inf."""
+        got = self._parts.get(0)
+        if got is None:
+            rep = replay(self.base.graph, self.durations(1, infinite=True)[0])
+            per_step = step_categories(self.base.graph, rep)[self.base.kept]
+            w = self.base.weights
+            got = self._parts[0] = {
+                c: weighted_mean(per_step[:, j], w) for j, c in enumerate(CATEGORIES)
+            }
+        return got
 
     def serial_time_interval(self, seed: int = 0) -> tuple[float, float, float]:
         """T_inf and its 90% interval: bootstrap over the replayed steps, widened by the replay
-        under each group's runner-up law (whose constant part may differ: model-form spread)."""
+        under each group's runner-up law (whose constant part may differ: model-form spread).
+        The point is the sum of :meth:`serial_parts`."""
         kept = self.base.kept
         w = self.base.weights
-        steps = replay(self.base.graph, self.durations(1, infinite=True)[0]).step_time[kept]
+        rep = replay(self.base.graph, self.durations(1, infinite=True)[0])
+        steps = step_categories(self.base.graph, rep)[kept].sum(axis=1)
         alt_dur = self.durations(1, alt=True, infinite=True)[0]
         t_alt = weighted_mean(replay(self.base.graph, alt_dur).step_time[kept], w)
         t = weighted_mean(steps, w)

@@ -173,10 +173,11 @@ def serial_section(study: dict[str, Any]) -> Section:
         )
     if sf.get("source") == "replay":
         notes.append(
-            "Total: T∞/T(1) from the replay (parallel work and transfers removed, launch "
-            "floors and waits kept); the closed-form a + b/N model gives "
-            f"{fmt.pct(fmt.num(sf.get('closed_form_total')))}, and the categories are its "
-            "constants scaled to the total."
+            "T∞/T(1) from the replay: the step replayed with the parallel work divided away "
+            "and transfers free (launches, serial work and waits for a rank late every step "
+            "kept), each category's share its time in that step by the attribution rules; "
+            "they sum to the total. Waiting for the slowest rank and transfers grow with N: "
+            "they are overheads at each projected N, not serial fraction."
         )
     if sf.get("t1_estimated"):
         one = f"one-{unit.name}"
@@ -186,7 +187,10 @@ def serial_section(study: dict[str, Any]) -> Section:
         for p in _l(sc.get("points"))
         if isinstance(p, dict) and (fmt.num(p.get("speedup")) or 1) < 1
     ]
-    if (total is not None and total >= 0.999) or (slow and str(study.get("mode")) != "weak"):
+    replayed = sf.get("source") == "replay"
+    if not replayed and (
+        (total is not None and total >= 0.999) or (slow and str(study.get("mode")) != "weak")
+    ):
         notes.append(
             "This job slows down with more ranks: overheads grow faster than the work shrinks, "
             "so the fitted constant parts are capped at the whole step."

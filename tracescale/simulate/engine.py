@@ -77,6 +77,8 @@ class Engine:
         self.p, self.n, self.div, self.rng = params, n, div, rng
         self.record = record and replicas == 1
         self.legacy_nccl = legacy_nccl
+        #: transfers take no time (the step at infinite N, where only their launches remain)
+        self.free_transfers = False
         shape = (replicas, n)
         self.h = np.zeros(shape, np.int64)
         self.free = {s: np.zeros(shape, np.int64) for s in (COMPUTE_STREAM, COMM_STREAM)}
@@ -285,7 +287,9 @@ class Engine:
         ready = np.maximum(self.free[COMM_STREAM], launch_end)
         xfer = ready.max(axis=1, keepdims=True)
         late = ready.argmax(axis=1)
-        seconds = comm_model.transfer_seconds(p, n, coll, full_bytes)
+        seconds = (
+            0.0 if self.free_transfers else comm_model.transfer_seconds(p, n, coll, full_bytes)
+        )
         dur = np.rint(seconds * 1e9 * self.shared_jitter()).astype(np.int64)
         end = np.broadcast_to(xfer + dur, ready.shape).copy()
         self.free[COMM_STREAM] = end

@@ -81,6 +81,21 @@ def expected_step(
     return float(per_step.mean()) * 1e-9, replicas
 
 
+def serial_by_category(spec: PatternSpec, params: SimParams, n: int, seed: int) -> dict[str, float]:
+    """Seconds per category of T_inf (strong mode): one cycle of ``n`` ranks with the parallel
+    work divided away (``div`` infinite), transfers free and no jitter, every launch and the
+    serial work kept, classified by the attribution rules (waits by their cause) and averaged
+    over ranks and steps. Random per-rank delays stay drawn: they are no parallel work."""
+    quiet = dataclasses.replace(params, jitter=0.0)
+    e = Engine(quiet, n, math.inf, 1, np.random.default_rng([seed, n, 11]), True,
+               legacy_nccl=spec.has("multinode"))  # fmt: skip
+    e.free_transfers = True
+    for k in range(spec.cycle(quiet.accum_steps)):
+        programs.step(e, spec, k, quiet.first_step)
+    rows = [t for per_rank in attribution.resolve(e.records).values() for t in per_rank]
+    return {c: math.fsum(t.categories[c] for t in rows) * 1e-9 / len(rows) for c in CATEGORIES}
+
+
 def _rank_events(
     templates: list[Template], ts: list[float], dur: list[float], r: int, pid: int, device: int
 ) -> list[Event]:
@@ -152,6 +167,7 @@ def simulate_pattern(
         expected[n], replicas[n] = expected_step(spec, params, mode, n, seed)
     t_inf, _ = expected_step(spec, params, mode, 1, seed, div=math.inf)
     t1 = expected[1]
+    parts = serial_by_category(spec, params, max(world_sizes), seed) if mode == "strong" else {}
 
     def speedup(n: int) -> float:
         ratio = t1 / expected[n]
@@ -169,6 +185,16 @@ def simulate_pattern(
         "gpus_per_node": params.gpus_per_node,
         "runs": {str(n): runs[n] for n in world_sizes},
         "serial_fraction": t_inf / t1,
+        **(
+            {
+                "serial_by_category": {c: v / t1 for c, v in parts.items()},
+                "serial_by_category_note": "T_inf at the largest N (parallel work divided "
+                "away, transfers free, noise-free, classified by the attribution rules) per "
+                "category, / T(1)",
+            }
+            if parts
+            else {}
+        ),
         "model": {
             "form": "expected ProfilerStep time of the noise-free event schedule over one cycle "
             "of steps, every rank simulated; random per-rank delays averaged over replicas",

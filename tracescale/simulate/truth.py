@@ -133,6 +133,19 @@ def closed_form(params: SimParams, mode: str, n: int) -> dict[str, float]:
     return parts
 
 
+def _serial_parts(params: SimParams, mode: str, world_sizes: list[int]) -> dict[str, Any]:
+    """truth.json's per-category serial fraction (strong mode; weak: none, as the report)."""
+    if mode != "strong":
+        return {}
+    t1 = true_step_time(params, mode, 1)
+    parts = serial_by_category(params, max(world_sizes))
+    return {
+        "serial_by_category": {c: v / t1 for c, v in parts.items()},
+        "serial_by_category_note": "T_inf at the largest N (parallel work divided away, "
+        "transfers free, noise-free, classified by the attribution rules) per category, / T(1)",
+    }
+
+
 def speedup_targets(world_sizes: list[int], extra: list[int] | None = None) -> list[int]:
     """Simulated N, 2x/4x/8x/16x the largest, 32, 64, 128, 1024 and any ``extra``."""
     top = max(world_sizes)
@@ -232,6 +245,7 @@ def build_truth(
         "runs": {str(n): runs[n] for n in world_sizes},
         "serial_fraction": serial_fraction(params, mode),
         "serial_share": {str(n): serial_share(params, mode, n) for n in world_sizes},
+        **_serial_parts(params, mode, world_sizes),
         "model": {
             "form": "t_c(N) = a_c + b_c/N + o_c(N) (weak: b_c per rank, not divided)",
             "a": a,
@@ -254,3 +268,27 @@ def build_truth(
         },
         "speedup": {str(n): true_speedup(params, mode, n) for n in targets},
     }
+
+
+def _at_infinity(params: SimParams) -> SimParams:
+    """The step at infinite N: parallel work divided away, transfers free, no jitter; every
+    launch, the serial work and the rank-0 reduction the others wait for stay."""
+    return dataclasses.replace(
+        params,
+        jitter=0.0,
+        dl_parallel=0.0,
+        h2d_time=0.0,
+        fwd_time=0.0,
+        bwd_time=0.0,
+        alpha=0.0,
+        bandwidth=1e30,
+        barrier_latency=0.0,
+    )
+
+
+def serial_by_category(params: SimParams, n: int) -> dict[str, float]:
+    """Seconds per category of T_inf (strong mode): the noise-free step of ``n`` ranks with the
+    parallel work divided away and transfers free, classified by the attribution rules (waits
+    by their cause) and averaged over the ranks. Divided by T(1), each is the category's part
+    of the serial fraction; they sum to T_inf / T(1)."""
+    return dict(true_breakdown(_at_infinity(params), "strong", max(n, 1)))

@@ -1,0 +1,116 @@
+"""The replayed step at infinite N, cut into categories: each category's serial fraction.
+
+Why this and not the closed form's constants: the serial fraction is ``T_inf / T(1)``, where
+``T_inf`` is the replayed step with the parallel work divided away and transfers free (the
+launches, the serial work and the systematic waits kept). What each category contributes is
+its time in that replayed step, so the parts come from the same replay as their total and sum
+to it exactly; the closed form's ``a_c`` (fitted per category on measured step totals) put
+time hidden under other work into the category it overlaps, and a launch floor into compute.
+
+The replayed timeline is classified by the attribution rules the measured breakdown follows
+(docs/attribution.md), applied to the replayed node times instead of the trace's: at each
+instant a compute kernel, else a memcpy, else a communication kernel; otherwise the main host
+thread's node says why (data loading, sync, single-rank reduction, host-side communication),
+then the time after a sync returns until the next device work (sync), any other host node
+(host); nothing running is idle. Every instant of a step window gets one category, so the
+categories of a step sum to its replayed window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tracescale.categories import CATEGORIES
+from tracescale.classify.timeline import CAT, coverage, last_at_or_before, sorted_unique
+from tracescale.replay.engine import Replayed
+from tracescale.replay.graph import DEV, SYNC, Graph
+from tracescale.replay.variability import OffsetPool
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+#: Device categories in the rules' priority; then the main thread's host categories.
+_DEVICE = ("compute", "memcpy", "communication")
+_HOST = ("dataloader", "sync", "reduction", "communication")
+
+
+def systematic_wait(offsets: Mapping[int, OffsetPool], row: Any) -> float:
+    """A collective's wait at infinite N (``row``: the run's ``coll`` row): the wait for a rank
+    that arrives late at it in every step, its systematic offset over this rank's (single-rank
+    work such as rank 0's reduction, which does not shrink). Random lateness (device jitter,
+    host delays) is an overhead that grows with N, reported at each projected N instead."""
+    pool = offsets.get(int(row.position)) if int(row.group) > 1 else None
+    if pool is None:
+        return float(row.wait) if int(row.group) > 1 else 0.0
+    _, first = np.unique(pool.rank, return_index=True)
+    late = float(pool.systematic[first].max()) if len(first) else 0.0
+    return max(late - float(row.systematic), 0.0)
+
+
+def _ns(seconds: F64) -> I64:
+    return np.rint(np.asarray(seconds, dtype=np.float64) * 1e9).astype(np.int64)
+
+
+def _windows(graph: Graph, start: I64, end: I64) -> tuple[I64, I64]:
+    """Step windows in ns as :func:`tracescale.replay.engine.step_times` draws them."""
+    k = len(graph.step_first)
+    lo = np.zeros(k, dtype=np.int64)
+    hi = np.zeros(k, dtype=np.int64)
+    dev = graph.kind >= DEV
+    dev_end = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
+    steps = graph.step[dev]
+    ok = steps >= 0
+    np.maximum.at(dev_end, steps[ok], end[dev][ok])
+    prev = np.iinfo(np.int64).min
+    for i in range(k):
+        s = max(int(start[graph.step_first[i]]), prev)
+        e = max(int(end[graph.step_last[i]]), int(dev_end[i]), s)
+        lo[i], hi[i] = s, e
+        prev = e
+    return lo, hi
+
+
+def step_categories(graph: Graph, rep: Replayed) -> F64:
+    """Seconds per category (columns in ``CATEGORIES`` order) of each replayed step window."""
+    k = len(graph.step_first)
+    out = np.zeros((k, len(CATEGORIES)), dtype=np.float64)
+    if k == 0 or len(graph) == 0:
+        return out
+    start, end = _ns(rep.start), _ns(rep.end)
+    lo, hi = _windows(graph, start, end)
+    cat = graph.category if len(graph.category) == len(graph) else np.full(len(graph), -1)
+    live = end > start
+    dev = (graph.kind >= DEV) & live
+    main = (graph.res == graph.res[graph.step_first[0]]) & (graph.kind < DEV) & live
+    layers: list[tuple[I64, I64]] = []
+    for name in _DEVICE:
+        m = dev & (cat == CAT[name])
+        layers.append((start[m], end[m]))
+    for name in _HOST:
+        m = main & (cat == CAT[name])
+        if name == "sync":
+            m |= main & (graph.kind == SYNC)
+        layers.append((start[m], end[m]))
+    layers.append((start[main], end[main]))  # any other host node: host
+    pts = [lo, hi] + [a for s, e in layers for a in (s, e)]
+    points = sorted_unique(np.concatenate(pts))
+    seg_s, seg_e = points[:-1], points[1:]
+    covs = [coverage(points, s, e) for s, e in layers]
+    dev_starts = np.sort(start[dev & (cat >= 0)])
+    sync_ends = np.sort(end[main & (graph.kind == SYNC)])
+    last_sync = last_at_or_before(sync_ends, seg_s)
+    post_sync = (last_sync >= last_at_or_before(dev_starts, seg_s)) & (
+        last_sync > np.iinfo(np.int64).min
+    )
+    conds = [*covs[:-1], post_sync, covs[-1]]
+    cats = [*_DEVICE, *_HOST, "sync", "host"]
+    seg_cat = np.select(conds, [CAT[c] for c in cats], default=CAT["idle"])
+    idx = np.searchsorted(lo, seg_s, side="right") - 1
+    inside = (idx >= 0) & (seg_s < hi[np.clip(idx, 0, None)])
+    length = (seg_e - seg_s).astype(np.float64) / 1e9
+    np.add.at(out, (idx[inside], seg_cat[inside]), length[inside])
+    return out
