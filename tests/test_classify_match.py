@@ -33,7 +33,7 @@ def test_skewed_rank_is_aligned_on_median_end_difference() -> None:
         _rank(1, 3_000_000, [1_500_000, 4_200_000, 8_100_000], [2_000_000, 5_050_000, 9_000_000]),
         _rank(2, 100_000, [1_200_000, 4_100_000, 8_500_000], ends),  # within the threshold
     ]
-    coll, offsets, warnings = _match(ranks)
+    coll, offsets, _, warnings = _match(ranks)
     assert offsets == {0: 0, 1: 3_000_000, 2: 0}
     assert any("rank clocks differ" in w for w in warnings)
     first = coll[coll["seq"] == 0].set_index("rank")
@@ -49,7 +49,7 @@ def test_unskewed_ranks_keep_their_clocks_and_rank_without_matches_gets_zero() -
     ranks = [_rank(0, 0, [1_000_000, 4_000_000], ends), _rank(1, 0, [1_100_000, 4_000_000], ends)]
     lone = _rank(2, 7_000_000, [1_000_000], [2_000_000])
     lone.collectives["pg"] = "other"  # nothing to match against rank 0
-    coll, offsets, warnings = _match([*ranks, lone])
+    coll, offsets, _, warnings = _match([*ranks, lone])
     assert offsets == {0: 0, 1: 0, 2: 0}
     assert not any("rank clocks differ" in w for w in warnings)
     alone = coll[coll["rank"] == 2]

@@ -184,6 +184,10 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
             "columns": _ROW_COLUMNS,
             "data": [[_f(v) for v in row] for row in steps[_ROW_COLUMNS].to_numpy().tolist()],
         },
+        "clock_offsets_s": [
+            {"execution": e, "rank": r, "offset_s": off, "scatter_s": sc}
+            for e, r, off, sc in run.clock_offsets
+        ],
         "top_ops": run_top_ops(run.ops),
         "stragglers": find_stragglers(steps),
         "warnings": list(run.warnings),

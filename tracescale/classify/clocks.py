@@ -39,3 +39,28 @@ def clock_offsets(
             return offsets
         new = (joined["end"] - joined["ref"]).groupby(joined["rank"]).median()
         offsets.update({int(r): float(v) for r, v in new.items()})
+
+
+def alignment_scatter(
+    coll: pd.DataFrame, key: Sequence[str], offsets: dict[int, int], end: str = "end_ns"
+) -> dict[int, float]:
+    """Each rank's median distance (seconds) of its aligned collective ends from the instance's
+    median end, over the instances it shares with another rank.
+
+    NCCL ends a collective on every member within microseconds, so once the offsets are right
+    this is microseconds too; milliseconds mean the offset is not one number over the window (a
+    clock that drifts, or a host whose clock was stepped) and the cross-rank readings (waits,
+    arrival order, the slowest rank) carry that error.
+    """
+    key = list(key)
+    if coll.empty:
+        return {}
+    ranks = coll["rank"].astype("int64")
+    aligned = (coll[end] - coll[end].min()).astype("float64") - ranks.map(offsets).fillna(0.0)
+    groups = aligned.groupby([coll[k] for k in key])
+    shared = groups.transform("size") > 1
+    if not shared.any():
+        return {}
+    resid = (aligned - groups.transform("median")).abs()[shared]
+    per_rank = resid.groupby(ranks[shared]).median()
+    return {int(r): float(v) / 1e9 for r, v in per_rank.items()}

@@ -76,6 +76,10 @@ class RunBreakdown:
     #: HTA-compatible shares per rank (classify/gpu_metrics.py): ``rank``, ``gpu_idle_pct``,
     #: ``comm_comp_overlap_pct`` (percent; None where undefined); empty for CPU runs.
     gpu_metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per execution and rank: (execution, rank, clock offset s to the execution's first rank,
+    #: median scatter s of its aligned collective ends, None where it shares none); the offset
+    #: is 0 where under 200 us (ranks of one host share a clock).
+    clock_offsets: tuple[tuple[int, int, float, float | None], ...] = ()
 
     def mean_breakdown(self) -> dict[str, float]:
         """Mean seconds per step over ranks and steps, per category (sums to mean duration)."""

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
-from tracescale.classify.clocks import clock_offsets
+from tracescale.classify.clocks import alignment_scatter, clock_offsets
 from tracescale.classify.gpu_metrics import GpuTotals, per_rank_frame, rank_gpu_totals
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import CAUSED, COLLECTIVE_COLUMNS, STEP_COLUMNS, RunBreakdown
@@ -24,15 +24,20 @@ from tracescale.classify.work_size import run_input_sizes
 
 _COMM = CAT["communication"]
 _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, assume skew
+# NCCL ends a collective on all members within microseconds; aligned ends scattering by more
+# than this say the offset is not one number over the window.
+_SCATTER_WARN_S = 1e-3
 
 
-def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], list[str]]:
+def _match(
+    ranks: Sequence[RankResult],
+) -> tuple[pd.DataFrame, dict[int, int], dict[int, float], list[str]]:
     """Join the ranks' instances on (process group, collective, seq): rows with transfer/wait,
     and offsets."""
     warnings: list[str] = []
     frames = [r.collectives for r in ranks if len(r.collectives)]
     if not frames:
-        return pd.DataFrame(columns=[*COLLECTIVE_COLUMNS, "start_ns", "end_ns"]), {}, warnings
+        return pd.DataFrame(columns=[*COLLECTIVE_COLUMNS, "start_ns", "end_ns"]), {}, {}, warnings
     coll = pd.concat(frames, ignore_index=True)
     coll["pg"] = coll["pg"].fillna("").astype(str) if "pg" in coll else ""
     counts = coll.groupby("rank").size()
@@ -67,7 +72,20 @@ def _match(ranks: Sequence[RankResult]) -> tuple[pd.DataFrame, dict[int, int], l
     single = grp["rank"].transform("size") < 2
     coll.loc[single, "transfer"] = coll.loc[single, "duration"]
     coll["wait"] = (coll["duration"] - coll["transfer"]).clip(lower=0)
-    return coll, offsets, warnings
+    # Point-to-point transfers end on their two peers only: a rank's sendrecv #k and another's
+    # need not be one transfer, so they say nothing about the clocks' consistency.
+    scatter = alignment_scatter(coll[coll["collective"] != "sendrecv"], key, offsets)
+    worst = max(scatter, key=lambda r: scatter[r], default=None)
+    # Host-side (gloo) collectives end within a fraction of their transfer, not microseconds:
+    # only a scatter that is also large against the transfers says the clocks disagree.
+    typical = float(coll["transfer"].median()) if len(coll) else 0.0
+    if worst is not None and scatter[worst] > max(_SCATTER_WARN_S, typical):
+        warnings.append(
+            f"rank clocks are not consistent: aligned on collective ends, rank {worst}'s still "
+            f"scatter by {scatter[worst] * 1e3:.2f} ms (a drifting or stepped clock, or "
+            "instances matched wrongly); waits read across ranks are uncertain by as much"
+        )
+    return coll, offsets, scatter, warnings
 
 
 @dataclass(frozen=True)
@@ -120,7 +138,7 @@ def exposed_waits(
 def group_waits(group: Sequence[RankResult]) -> list[Wait]:
     """The waits of one execution's ranks (after :func:`apply_single_rank`), as the cause step
     sees them: for tools that show the attribution instant by instant (``annotate``)."""
-    coll, offsets, _ = _match(group)
+    coll, offsets, _, _ = _match(group)
     return list(exposed_waits(group, coll, offsets)) if len(coll) else []
 
 
@@ -172,11 +190,15 @@ def build_run(
     size_tables: list[pd.DataFrame] = []
     gpu_rows: list[tuple[int, GpuTotals]] = []
     own_totals: list[pd.Series] = []  # category seconds on each rank's own timeline
-    for raw_group in groups:
+    clocks: list[tuple[int, int, float, float | None]] = []
+    for execution, raw_group in enumerate(groups):
         group, found = apply_single_rank(raw_group)
         notes.extend(found)
-        coll, offsets, w = _match(group)
+        coll, offsets, scatter, w = _match(group)
         notes.extend(w)
+        clocks.extend(
+            (execution, rank, off / 1e9, scatter.get(rank)) for rank, off in sorted(offsets.items())
+        )
         moves, waits, moved_by_type = _cause(group, coll, offsets) if len(coll) else ({}, {}, {})
         for r in group:
             kinds.add(r.kind)
@@ -236,6 +258,7 @@ def build_run(
         ops=run_op_table(op_tables, nsteps, _per_step(own_totals, nsteps)),
         input_sizes=run_input_sizes(size_tables),
         gpu_metrics=per_rank_frame(gpu_rows),
+        clock_offsets=tuple(clocks),
     )
 
 
