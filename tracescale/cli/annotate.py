@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracescale.cli.settings import CONTEXT
+from tracescale.text import clean
 
 
 def plural(n: int, noun: str) -> str:
@@ -81,7 +82,7 @@ def annotate(
         **options,
     )
     for w in warnings:
-        click.echo(f"tracescale: warning: {w}", err=True)
+        click.echo(f"tracescale: warning: {clean(w)}", err=True)
     if quiet:
         return
     for t in written:

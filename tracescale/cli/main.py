@@ -18,6 +18,7 @@ import click
 from tracescale import __version__
 from tracescale.cli.settings import HELP_OPTIONS
 from tracescale.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TracescaleError
+from tracescale.text import clean
 
 _SUBCOMMANDS = {
     "inspect": "tracescale.cli.inspect",
@@ -133,6 +134,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error as one line like every other error, pointing at the command's --help
+    (click's own four-line block would break the one-line-per-error rule)."""
+    where = exc.ctx.command_path if exc.ctx is not None else "tracescale"
+    return f"tracescale: error: {clean(exc.format_message())} (see '{where} --help')"
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: run the group, turning expected failures into exit codes."""
     debug = _wants_debug(list(argv if argv is not None else sys.argv[1:]))
@@ -141,13 +149,19 @@ def main(argv: list[str] | None = None) -> Any:
     except TracescaleError as exc:
         if debug:
             raise
-        click.echo(f"tracescale: error: {exc}", err=True)
+        click.echo(f"tracescale: error: {clean(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("tracescale: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a bare `tracescale` or `tracescale COMMAND`: the help, as asked
+        sys.exit(EXIT_USAGE)
+    except click.UsageError as exc:
+        click.echo(usage_line(exc), err=True)
+        sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"tracescale: error: {clean(exc.format_message())}", err=True)
         sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -158,7 +172,7 @@ def main(argv: list[str] | None = None) -> Any:
         if debug:
             raise
         click.echo(
-            f"tracescale: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
+            f"tracescale: internal error: {type(exc).__name__}: {clean(exc)} (rerun with --debug)",
             err=True,
         )
         sys.exit(EXIT_INTERNAL)

@@ -13,7 +13,7 @@ from tracescale.cli.settings import CONTEXT
     "5 output not written.",
     context_settings=CONTEXT,
 )
-@click.argument("study", type=click.Path(dir_okay=False))
+@click.argument("study", type=click.Path())  # read_json refuses a folder: exit 3, one line
 @output_options
 def report(study: str, fmt: str | None, output: str | None, force: bool) -> None:
     """Render a document saved with `analyze` or `compare` `--format json -o doc.json`."""

@@ -22,10 +22,11 @@ from tracescale.errors import (
     TracescaleError,
     UsageError,
 )
+from tracescale.text import clean
 
 
 def _echo_err(message: str) -> None:
-    click.echo(f"tracescale sweep: {message}", err=True)
+    click.echo(f"tracescale sweep: {clean(message)}", err=True)
 
 
 @click.command(
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sweep.main(args=argv, prog_name="tracescale sweep", standalone_mode=False)
     except TracescaleError as exc:
-        click.echo(f"tracescale: error: {exc}", err=True)
+        click.echo(f"tracescale: error: {clean(exc)}", err=True)
         return exc.exit_code
     except click.ClickException as exc:
         exc.show()

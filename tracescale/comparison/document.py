@@ -28,6 +28,11 @@ def read_json(path: str) -> Any:
             return json.load(fh)
     except FileNotFoundError as exc:
         raise NoTracesError("no such file", path=path) from exc
+    except IsADirectoryError as exc:
+        raise InvalidTraceError(
+            "is a folder, not a saved study or compare JSON (`analyze` reads trace folders)",
+            path=path,
+        ) from exc
     except RecursionError as exc:
         raise InvalidTraceError(
             "not a readable JSON document (nested too deeply)", path=path

@@ -3,7 +3,9 @@
 Trace names are untrusted text and Markdown passes raw HTML through, so ``<`` outside code
 spans becomes ``&lt;``: no tag can start, and a kernel named ``<script>`` stays text (``>`` and
 ``&`` alone are harmless and stay readable in the raw file). Inside a code span Markdown shows
-everything literally already.
+everything literally already. Control characters and bidirectional overrides are no markup
+but act on the terminal that shows the file (``cat report.md``), so every text first goes
+through :func:`~tracescale.text.clean`.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import re
 from typing import Any
 
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
+from tracescale.text import clean
 
 _CODE_SPAN = re.compile(r"(`[^`]+`)")
 _HTML = str.maketrans({"<": "&lt;"})
 
 
 def _text(text: str) -> str:
-    """``text`` with HTML outside code spans escaped, on one line."""
-    parts = _CODE_SPAN.split(str(text).replace("\n", " "))
+    """``text`` cleaned, with HTML outside code spans escaped, on one line."""
+    parts = _CODE_SPAN.split(clean(text))
     return "".join(p if i % 2 else p.translate(_HTML) for i, p in enumerate(parts))
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from rich.cells import cell_len
@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
+from tracescale.text import clean
 
 DEFAULT_WIDTH = 120  # files, pipes and notebooks: no terminal to ask
 MIN_WIDTH = 30
@@ -245,9 +246,10 @@ def _records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) 
 
 
 def wrap_prose(text: str, width: int, first: str, rest: str) -> list[str]:
-    """Prose at ``width`` with a first-line prefix and a hanging indent (long words broken)."""
+    """Prose at ``width`` with a first-line prefix and a hanging indent (long words broken);
+    ``text`` is :func:`~tracescale.text.clean`-ed first (names in it are trace data)."""
     return textwrap.wrap(
-        text,
+        clean(text),
         width,
         initial_indent=first,
         subsequent_indent=rest,
@@ -283,8 +285,22 @@ def table_lines(sec: Section, width: int) -> list[Text]:
     return _records(headers, rows, width)
 
 
+def clean_section(sec: Section) -> Section:
+    """``sec`` with every string :func:`~tracescale.text.clean`: laid out after cleaning, so
+    widths count what is printed."""
+    return replace(
+        sec,
+        title=clean(sec.title),
+        headers=[clean(h) for h in sec.headers],
+        rows=[[clean(c) for c in row] for row in sec.rows],
+        items=[clean(i) for i in sec.items],
+        note=clean(sec.note),
+    )
+
+
 def section_lines(sec: Section, width: int) -> list[Text]:
-    """Title, wrapped items, the table laid out for ``width``, the note."""
+    """Title, wrapped items, the table laid out for ``width``, the note (all text cleaned)."""
+    sec = clean_section(sec)
     out = [Text(sec.title, style=_STYLE_TITLE)] if cell_len(sec.title) <= width else []
     if not out:
         out = [Text(x, style=_STYLE_TITLE) for x in wrap_prose(sec.title, width, "", "")]
@@ -328,7 +344,12 @@ def blocks_lines(blocks: list[Block], header: str, width: int) -> list[Text]:
 
 
 def lines_to_string(lines: list[Text], color: bool = False) -> str:
-    """Plain text, or the same text with ANSI colour codes for a terminal."""
+    """Plain text, or the same text with ANSI colour codes for a terminal.
+
+    A line that still holds a control character (a caller that built its own Text) is
+    cleaned here, losing its colour spans: the only escape codes printed are rich's own.
+    """
+    lines = [t if t.plain.isprintable() else Text(clean(t.plain), style=t.style) for t in lines]
     if not color:
         return "".join(t.plain.rstrip() + "\n" for t in lines)
     buf = io.StringIO()
