@@ -75,7 +75,7 @@ def _mask_names(trace: RankTrace, pred: Callable[[str], bool]) -> BOOL:
 def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) -> RankResult:
     """Attribute every instant of every step window of ``trace`` to one category."""
     ev = trace.events
-    win = find_steps(trace)
+    win = find_steps(trace, rules.step_marker)
     warnings = list(win.warnings)
     skipped = trace.meta.skipped
     for what, count in skipped.items():

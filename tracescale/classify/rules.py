@@ -44,13 +44,38 @@ class RuleSet:
     host: tuple[Rule, ...]
     device: tuple[Rule, ...]
     digest: str
+    #: ``[steps] marker``: a regex naming the step marker when ``ProfilerStep`` is not it
+    #: (``--step-marker``); None lets :func:`~tracescale.ingest.steps.find_steps` choose.
+    step_marker: str | None = None
 
 
 def _parse(text: str, origin: str) -> tuple[list[Rule], list[Rule]]:
+    return _parse_doc(_load(text, origin), origin)
+
+
+def _load(text: str, origin: str) -> dict[str, object]:
     try:
-        doc = tomllib.loads(text)
+        return tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise UsageError(f"invalid rules TOML: {exc}", path=origin) from exc
+
+
+def step_marker_of(doc: dict[str, object], origin: str) -> str | None:
+    """The ``[steps] marker`` regex of a rules document, checked; None when absent."""
+    table = doc.get("steps")
+    if table is None:
+        return None
+    marker = table.get("marker") if isinstance(table, dict) else None
+    if not isinstance(marker, str) or not marker:
+        raise UsageError("[steps] needs marker = 'REGEX'", path=origin)
+    try:
+        re.compile(marker)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise UsageError(f"bad [steps] marker regex {marker!r}: {exc}", path=origin) from exc
+    return marker
+
+
+def _parse_doc(doc: dict[str, object], origin: str) -> tuple[list[Rule], list[Rule]]:
     out: dict[str, list[Rule]] = {"host": [], "device": []}
     for section, allowed in (("host", HOST_TARGETS), ("device", DEVICE_TARGETS)):
         entries = doc.get(section, [])
@@ -100,10 +125,45 @@ def load_rules(user_file: str | None = None) -> RuleSet:
             ) from exc
         except UnicodeDecodeError as exc:
             raise UsageError(f"rules file is not UTF-8 text ({exc})", path=user_file) from exc
-        uh, ud = _parse(user_text, user_file)
+        user_doc = _load(user_text, user_file)
+        uh, ud = _parse_doc(user_doc, user_file)
         host, device = uh + host, ud + device
+        marker = step_marker_of(user_doc, user_file)
         digest.update(user_text.encode())
+        return RuleSet(tuple(host), tuple(device), digest.hexdigest()[:16], marker)
     return RuleSet(tuple(host), tuple(device), digest.hexdigest()[:16])
+
+
+def with_step_marker(user_file: str | None, marker: str) -> str:
+    """A rules file holding ``user_file``'s rules and ``[steps] marker``: what
+    ``--step-marker`` hands the analysis, which reads rules (and keys its caches) by file.
+
+    Named by its content in the temporary folder, so the same options give the same file and
+    the caches see the same digest; a marker already in ``user_file`` is replaced.
+    """
+    import json
+    import tempfile
+
+    try:
+        re.compile(marker)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise UsageError(f"bad --step-marker regex {marker!r}: {exc}") from exc
+    text = ""
+    if user_file:
+        load_rules(user_file)  # the user's file is checked where it is named
+        with open(user_file, encoding="utf-8") as fh:
+            text = fh.read()
+        if step_marker_of(_load(text, user_file), user_file) is not None:
+            text = re.sub(r"(?ms)^\[steps\].*?(?=^\[|\Z)", "", text)
+    text = f"{text.rstrip()}\n\n[steps]\nmarker = {json.dumps(marker)}\n".lstrip()
+    name = f"tracescale-rules-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
+    path = os.path.join(tempfile.gettempdir(), name)
+    if not os.path.isfile(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return path
 
 
 def pair_keys(high: npt.NDArray[np.integer], low: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:

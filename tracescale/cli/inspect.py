@@ -3,6 +3,9 @@
 Per study, run and rank: file, size, events, traced span, steps, GPUs and streams, collectives,
 rank/world size and warnings. A bad rank file in a multi-file run is a warning row (exit 0)
 unless ``--strict`` (exit 3): the user sees everything that is fine plus what is not.
+Where ``ProfilerStep`` is not the marker, one line per candidate step marker says how often it
+repeats and which was chosen; a PyTorch execution trace beside the rank files is listed with
+the rank file it pairs with.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RankFile, RunSpec, StudySpec, discover
 from tracescale.ingest.group import load_group, pooled_windows_note
+from tracescale.ingest.sniff import ET_NOTE
 from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
 
@@ -90,7 +94,7 @@ def rank_summary(
 ) -> dict[str, Any]:
     """The inspect row of one rank (seconds, plain JSON types); ``files``: pooled windows."""
     ev = trace.events
-    steps = find_steps(trace)
+    steps = find_steps(trace, rules.step_marker if rules is not None else None)
     lo, hi = trace.span_ns
     dev = ev.is_device
     gpu = np.where(ev.device[dev] >= 0, ev.device[dev], ev.pid[dev])  # old traces: pid = GPU
@@ -113,6 +117,11 @@ def rank_summary(
             "count": 0 if steps.synthetic else len(steps),
             "numbers": [] if steps.synthetic else steps.numbers.tolist(),
             "mean_s": float(durations.mean()) if len(steps) and not steps.synthetic else None,
+            "marker": steps.marker,
+            "candidates": [
+                {"marker": k, "count": n, "why": why, "chosen": k == steps.marker}
+                for k, n, why in steps.candidates
+            ],
         },
         "gpus": sorted(set(gpu.tolist())),
         "streams": len(set(zip(gpu.tolist(), stream.tolist(), strict=True))),
@@ -175,7 +184,18 @@ def inspect_path(
 
 def _study_summary(study: StudySpec, memory_budget: int, rules: RuleSet) -> dict[str, Any]:
     runs = [run_summary(r, memory_budget, rules) for r in study.runs]
-    return {"path": study.path, "runs": runs, "warnings": list(study.warnings)}
+    companion = [w for w in study.warnings if _is_companion(w)]
+    return {
+        "path": study.path,
+        "runs": runs,
+        "execution_traces": companion,
+        "warnings": [w for w in study.warnings if not _is_companion(w)],
+    }
+
+
+def _is_companion(note: str) -> bool:
+    """A discovery note about a PyTorch execution trace (``path: PyTorch execution trace ...``)."""
+    return f": {ET_NOTE} (" in note
 
 
 def _bad_files(doc: list[dict[str, Any]]) -> list[str]:
@@ -247,22 +267,50 @@ def render_table(doc: list[dict[str, Any]]) -> None:
             sec = Section("inspect", title, headers, left_cols=2)
             sec.rows = [_rank_row(r) for r in run["ranks"]]
             lines.extend(section_lines(sec, width)[:-1])
+            lines.extend(_note_lines(_marker_notes(run["ranks"]), width, "step marker"))
             lines.extend(_warning_lines(notes, width))
             lines.append(Text(""))
+        lines.extend(_note_lines(list(study.get("execution_traces", ())), width, "execution trace"))
         lines.extend(_warning_lines(list(study["warnings"]), width))
     click.echo(lines_to_string(lines, wants_color(sys.stdout)), nl=False)
 
 
+def _marker_notes(ranks: list[dict[str, Any]]) -> list[str]:
+    """One line per candidate step marker of the run (ranks agree on a job's names), the
+    chosen one marked; none where ProfilerStep is the marker."""
+    seen: dict[str, str] = {}
+    for r in ranks:
+        steps = r.get("steps") or {}
+        if steps.get("marker", "ProfilerStep") == "ProfilerStep":
+            continue
+        for c in steps.get("candidates", ()):
+            mark = " (chosen)" if c["chosen"] else ""
+            seen.setdefault(c["marker"], f"'{c['marker']}' x{c['count']}: {c['why']}{mark}")
+        if steps.get("marker") not in {c["marker"] for c in steps.get("candidates", ())}:
+            chosen = steps.get("marker")
+            seen.setdefault(
+                "",
+                "none found: the whole traced span is one step"
+                if chosen == "whole span"
+                else f"chosen: {chosen} ({steps.get('count')} steps)",
+            )
+    return list(seen.values())
+
+
 def _warning_lines(notes: list[str], width: int) -> list[Any]:
+    return _note_lines(notes, width, "warning", "yellow")
+
+
+def _note_lines(notes: list[str], width: int, lead: str, color: str = "cyan") -> list[Any]:
     from rich.text import Text
 
     from tracescale.report.table import wrap_prose
 
     out = []
     for note in notes:
-        for line in wrap_prose(f"warning: {note}", width, "", "  "):
+        for line in wrap_prose(f"{lead}: {note}", width, "", "  "):
             t = Text(line)
-            t.highlight_regex(r"^warning:", "yellow")
+            t.highlight_regex(rf"^{lead}:", color)
             out.append(t)
     return out
 
@@ -280,9 +328,26 @@ def _warning_lines(notes: list[str], width: int) -> list[Any]:
     default=None,
     help="TOML file of name rules applied before the defaults (which kernels are collectives).",
 )
+@click.option(
+    "--step-marker",
+    metavar="REGEX",
+    default=None,
+    help="Name of the event that marks a step where ProfilerStep is absent or not the step.",
+)
 @memory_budget_option()
-def inspect(path: str, fmt: str, strict: bool, rules: str | None, memory_budget: float) -> None:
+def inspect(
+    path: str,
+    fmt: str,
+    strict: bool,
+    rules: str | None,
+    step_marker: str | None,
+    memory_budget: float,
+) -> None:
     """What the traces under PATH contain: ranks, steps, GPUs, collectives, warnings."""
+    if step_marker:
+        from tracescale.classify.rules import with_step_marker
+
+        rules = with_step_marker(rules, step_marker)
     doc = inspect_path(path, memory_budget=int(memory_budget * 1e9), rules=rules)
     bad = _bad_files(doc)
     if not any(r.get("error") is None for s in doc for run in s["runs"] for r in run["ranks"]):

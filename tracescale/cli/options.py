@@ -215,6 +215,12 @@ def analysis_options(func: F) -> F:
             help="TOML file of name rules applied before the defaults.",
         ),
         click.option(
+            "--step-marker",
+            metavar="REGEX",
+            help="Name of the event that marks a step where ProfilerStep is absent or not the "
+            "step (e.g. 'execute_model'); inspect lists the candidates.",
+        ),
+        click.option(
             "--steps",
             metavar="START:END",
             help="ProfilerStep numbers to keep, as inspect shows them: 12: or #12: from #12 on, "
@@ -280,6 +286,10 @@ def analysis_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "strict": options.get("strict", False),
         "memory_budget": int(options.get("memory_budget", DEFAULT_MEMORY_BUDGET_GB) * 1e9),
     }
+    if options.get("step_marker"):
+        from tracescale.classify.rules import with_step_marker
+
+        kwargs["rules"] = with_step_marker(kwargs["rules"], str(options["step_marker"]))
     for key in ("cache_dir", "no_cache", "scheduler", "gpus_per_node"):
         if options.get(key):
             kwargs[key] = options[key]

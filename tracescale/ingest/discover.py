@@ -19,7 +19,7 @@ from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
 from tracescale.ingest import remote
 from tracescale.ingest.claims import MAX_WORLD_SIZE, check_heads, missing_ranks, size_detail
 from tracescale.ingest.layout import SeenFiles, holds_traces, unread_note
-from tracescale.ingest.sniff import FileHead, sniff
+from tracescale.ingest.sniff import EXECUTION_TRACE, FileHead, companion_notes, sniff
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -182,14 +182,18 @@ def _study_from_run_folders(study: str, folders: list[str], notes: list[str]) ->
     seen = SeenFiles()
     for folder in folders:
         files, _ = _trace_files(folder)
-        heads = _readable_heads(files, rejected, seen)
+        companions: list[FileHead] = []
+        heads = _readable_heads(files, rejected, seen, companions)
         if not heads:
+            notes.extend(companion_notes(companions, [], []))
             continue
         label = os.path.relpath(folder, study) if folder != study else os.path.basename(folder)
         ws_hint = _ws_from_name(os.path.basename(folder))
         run = _make_run(heads, folder, ws_hint=ws_hint, label=label, rejected=rejected)
         if run is not None:
             by_ws.setdefault(run.world_size, []).append(run)
+        kept = [(f.path, f.rank) for g in run.groups for f in g.files] if run else []
+        notes.extend(companion_notes(companions, heads, kept))
     if not by_ws:
         if rejected:
             path, why = rejected[0]
@@ -203,16 +207,22 @@ def _study_from_run_folders(study: str, folders: list[str], notes: list[str]) ->
 
 
 def _readable_heads(
-    files: list[str], rejected: list[tuple[str, str]], seen: SeenFiles
+    files: list[str],
+    rejected: list[tuple[str, str]],
+    seen: SeenFiles,
+    companions: list[FileHead] | None = None,
 ) -> list[FileHead]:
     """Heads of the files that look like traces; a file met before in the study is left out
-    (``seen`` warns), an unreadable one goes to ``rejected``."""
+    (``seen`` warns), an unreadable one goes to ``rejected``, a PyTorch execution trace (never
+    a rank) to ``companions`` when given."""
     heads = []
     for f in files:
         if not seen.first_time(f):
             continue
         head = sniff(f, strict=False)
-        if head.error:
+        if head.kind == EXECUTION_TRACE and companions is not None:
+            companions.append(head)
+        elif head.error:
             rejected.append((f, head.error))
         else:
             heads.append(head)

@@ -1,5 +1,9 @@
 """Step windows: ``ProfilerStep#N`` on the main thread, extended to the GPU work it launched.
 
+Without ``ProfilerStep`` the steps come from another marker the trace repeats (a serving
+engine's step annotation, the optimizer step: :mod:`.step_markers`) or the one the user names;
+only when there is none is the whole span one step, with a warning.
+
 A step's GPU kernels often run after its host window closes (the host runs ahead). Attributing by
 time window would hand them to the next step, so a step's window ends when the last device event
 launched from it (matched by ``correlation``) ends, and the next step starts no earlier.
@@ -13,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.errors import UsageError
+from tracescale.ingest import step_markers
 from tracescale.ingest.trace import I64, RankTrace
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -32,6 +38,10 @@ class StepWindows:
     main_tid: int
     synthetic: bool
     warnings: tuple[str, ...] = ()
+    #: What the steps are: "ProfilerStep", an annotation's key, the user's regex, "whole span".
+    marker: str = "ProfilerStep"
+    #: (key, count, why it is or is not usable) of each repeated top-level annotation.
+    candidates: tuple[tuple[str, int, str], ...] = ()
 
     def __len__(self) -> int:
         return int(self.numbers.shape[0])
@@ -73,11 +83,18 @@ def _distinct_pairs(a: I64, b: I64) -> tuple[I64, I64, npt.NDArray[np.intp]]:
     return ua[keys // width], ub[keys % width], inverse.ravel()
 
 
-def find_steps(trace: RankTrace) -> StepWindows:
-    """Step windows, or one synthetic window over the traced span when there are no steps."""
+def find_steps(trace: RankTrace, marker: str | None = None) -> StepWindows:
+    """Step windows, or one synthetic window over the traced span when there are no steps.
+
+    ``marker``: a regex naming the step marker (``--step-marker``), which wins over
+    ``ProfilerStep``; without it ``ProfilerStep``, then an annotation (:mod:`.step_markers`).
+    """
     ev = trace.events
     pid, tid = main_thread(trace)
     warnings: list[str] = []
+    chosen = "ProfilerStep"
+    found = step_markers.candidates(trace, pid, tid)
+    user = _user_marker(trace, pid, tid, marker, warnings)
     on_main = (ev.pid == pid) & (ev.tid == tid) & ~ev.is_device
     numbers: list[int] = []
     starts: list[int] = []
@@ -85,6 +102,10 @@ def find_steps(trace: RankTrace) -> StepWindows:
     step_names = {
         i: int(m.group(1)) for i, s in enumerate(trace.strings) if (m := _STEP_RE.match(s))
     }
+    if user is not None:
+        step_names = {}
+        starts, ends = (w.tolist() for w in step_markers.windows(user))
+        numbers, chosen = list(range(len(starts))), user.key
     if step_names:
         idx = np.flatnonzero(on_main & np.isin(ev.name, np.array(list(step_names), dtype=np.int32)))
         last_end = None
@@ -100,11 +121,20 @@ def find_steps(trace: RankTrace) -> StepWindows:
             last_end = e
         if overlapping:
             warnings.append(f"{overlapping} overlapping ProfilerStep windows ignored")
+    auto = next((m for m in found if m.usable), None) if not numbers else None
+    if auto is not None:
+        starts, ends = (w.tolist() for w in step_markers.windows(auto))
+        numbers, chosen = list(range(len(starts))), auto.key
+        how = "from one end to the next" if auto.boundary else "its ranges"
+        warnings.append(
+            f"no ProfilerStep events: steps are the {auto.count} '{auto.key}' annotations "
+            f"({auto.why}; {how}); --step-marker REGEX names another"
+        )
     synthetic = not numbers
     if synthetic:
         lo, hi = trace.span_ns
         warnings.append("no ProfilerStep events: the whole traced span is treated as one step")
-        numbers, starts, ends = [0], [lo], [hi]
+        numbers, starts, ends, chosen = [0], [lo], [hi], "whole span"
     host_start = np.array(starts, dtype=np.int64)
     host_end = np.array(ends, dtype=np.int64)
     gpu_end = _device_end_per_step(trace, host_start, host_end)
@@ -123,7 +153,28 @@ def find_steps(trace: RankTrace) -> StepWindows:
         main_tid=tid,
         synthetic=synthetic,
         warnings=tuple(warnings),
+        marker=chosen,
+        candidates=tuple((m.key, m.count, m.why) for m in found),
     )
+
+
+def _user_marker(
+    trace: RankTrace, pid: int, tid: int, marker: str | None, warnings: list[str]
+) -> step_markers.Marker | None:
+    """The user's marker, or None (with a warning when the regex matches no usable event)."""
+    if not marker:
+        return None
+    try:
+        pattern = re.compile(marker)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise UsageError(f"bad --step-marker regex {marker!r}: {exc}") from exc
+    found = step_markers.named(trace, pid, tid, pattern)
+    if found is None:
+        warnings.append(
+            f"--step-marker {marker!r} matches no repeated event on the main thread; "
+            "steps found as without it"
+        )
+    return found
 
 
 def launch_times(trace: RankTrace) -> I64:
