@@ -67,6 +67,7 @@ def annotate(
     and analyze exactly like the originals; the inputs are only read.
     """
     from tracescale.annotate import annotate as run_annotate
+    from tracescale.cli.options import emit
 
     options: dict[str, object] = {"no_cache": no_cache}
     if cache_dir:
@@ -85,9 +86,10 @@ def annotate(
         click.echo(f"tracescale: warning: {clean(w)}", err=True)
     if quiet:
         return
-    for t in written:
-        click.echo(
-            f"{t.output}: rank {t.rank} of {t.world_size}, "
-            f"{plural(t.steps, 'step')}, {plural(t.slices, 'category slice')}"
-        )
-    click.echo(f"{plural(len(written), 'annotated trace')} in {out_dir}")
+    lines = [
+        f"{t.output}: rank {t.rank} of {t.world_size}, "
+        f"{plural(t.steps, 'step')}, {plural(t.slices, 'category slice')}"
+        for t in written
+    ]
+    lines.append(f"{plural(len(written), 'annotated trace')} in {out_dir}")
+    emit("\n".join(lines) + "\n", None, inputs=[], force=False)  # a non-UTF-8 name: U+FFFD

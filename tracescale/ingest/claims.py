@@ -21,7 +21,7 @@ MAX_WORLD_SIZE = 1 << 20
 #: Most process-group members one trace may describe as progressions (``Global rank start``
 #: + k * ``stride``, k < ``Group size``), over all its distinct groups. A rank belongs to a
 #: handful of groups, each at most the world, so real traces stay far below.
-MAX_GROUP_MEMBERS = 1 << 22
+MAX_GROUP_MEMBERS = 1 << 21
 
 
 def check_world_size(value: int, *, path: str, field: str) -> int:
