@@ -87,9 +87,9 @@ def annotate(
     if quiet:
         return
     lines = [
-        f"{t.output}: rank {t.rank} of {t.world_size}, "
+        f"{clean(t.output)}: rank {t.rank} of {t.world_size}, "
         f"{plural(t.steps, 'step')}, {plural(t.slices, 'category slice')}"
         for t in written
     ]
-    lines.append(f"{plural(len(written), 'annotated trace')} in {out_dir}")
-    emit("\n".join(lines) + "\n", None, inputs=[], force=False)  # a non-UTF-8 name: U+FFFD
+    lines.append(f"{plural(len(written), 'annotated trace')} in {clean(out_dir)}")
+    emit("\n".join(lines) + "\n", None, inputs=[], force=False)
