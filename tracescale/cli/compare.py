@@ -22,7 +22,8 @@ from tracescale.cli.settings import CONTEXT
 @click.command(
     context_settings=CONTEXT,
     epilog="Exit codes: 0 ok; 1 a matched run regressed by more than --fail-on-regression; "
-    "2 usage; 3 invalid trace data; 4 no traces found; 5 output not written.",
+    "2 usage; 3 invalid trace data, or a gate set and a run not comparable (NaN, missing or zero "
+    "step time on one side: no data to gate on); 4 no traces found; 5 output not written.",
 )
 @click.argument("before", type=click.Path())
 @click.argument("after", type=click.Path())

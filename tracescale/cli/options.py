@@ -1,4 +1,10 @@
-"""Options shared by the commands that analyze traces (analyze, compare), and output writing."""
+"""Options shared by the commands that analyze traces (analyze, compare), and output writing.
+
+Every number an option takes is checked here, at the edge, against a documented range
+(:data:`WHAT_IF_MAX` and friends; the README's option table repeats them): a value outside is
+a one-line usage error (exit 2) naming the allowed range, never an int64 overflow, a numpy
+warning or a 300-digit step time further in.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,22 @@ import click
 from tracescale.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Largest --what-if factor: a category 1000 times slower is far past any question asked of
+#: a trace, and keeps every scaled duration (ns, int64) finite.
+WHAT_IF_MAX = 1000.0
+#: Largest --project world size: the ceiling on a world size a trace may claim (ingest.claims).
+PROJECT_MAX = 1 << 20
+#: Largest --steps bound (either sign): a ProfilerStep number fits int32 in every profiler.
+STEPS_MAX = (1 << 31) - 1
+#: Largest --memory-budget, in GB (a petabyte): beyond it the byte count is not an integer.
+MEMORY_BUDGET_MAX_GB = 1e6
+#: Largest --inter-node-bandwidth (GB/s) and --inter-node-latency (us).
+BANDWIDTH_MAX_GBPS = 1e6
+LATENCY_MAX_US = 1e6
+#: Largest --jobs and --gpus-per-node.
+JOBS_MAX = 1024
+GPUS_PER_NODE_MAX = PROJECT_MAX
 
 
 def parse_what_if(values: tuple[str, ...]) -> dict[str, float]:
@@ -32,8 +54,10 @@ def parse_what_if(values: tuple[str, ...]) -> dict[str, float]:
             value = float(factor)
         except ValueError as exc:
             raise UsageError(f"--what-if factor must be a number, got {factor!r}") from exc
-        if not math.isfinite(value) or value < 0:
-            raise UsageError(f"--what-if factor must be a finite number >= 0, got {factor!r}")
+        if not math.isfinite(value) or not 0 <= value <= WHAT_IF_MAX:
+            raise UsageError(
+                f"--what-if factor must be a number from 0 to {WHAT_IF_MAX:g}, got {factor!r}"
+            )
         out[name] = value
     return out
 
@@ -57,9 +81,32 @@ def parse_project(value: str | None) -> list[int] | None:
         out = [int(x) for x in value.split(",") if x.strip()]
     except ValueError as exc:
         raise UsageError(f"--project takes world sizes like 64,128,1024, not {value!r}") from exc
-    if not out or any(n < 1 for n in out):
-        raise UsageError(f"--project takes positive world sizes, not {value!r}")
+    if not out or any(n < 1 or n > PROJECT_MAX for n in out):
+        raise UsageError(
+            f"--project takes world sizes from 1 to {PROJECT_MAX}, not {_short(value)}"
+        )
     return out
+
+
+def _short(value: str, width: int = 40) -> str:
+    """An option value quoted for a one-line message, cut in the middle when long."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width // 2] + "…" + text[-width // 2 :]
+
+
+def check_steps(value: str | None) -> str | None:
+    """``value`` when each bound of the --steps range is within ±:data:`STEPS_MAX`."""
+    if value:
+        from tracescale.preflight import parse_steps
+
+        sel = parse_steps(value)
+        bounds = [b for b in (sel.start, sel.stop) if b is not None] if sel else []
+        if any(abs(b) > STEPS_MAX for b in bounds):
+            raise UsageError(
+                f"--steps bounds are ProfilerStep numbers from -{STEPS_MAX} to {STEPS_MAX}, "
+                f"not {_short(value)}"
+            )
+    return value
 
 
 def output_options(func: F) -> F:
@@ -134,9 +181,13 @@ class FiniteFloat(click.ParamType):  # type: ignore[type-arg]
 
     name = "NUMBER"
 
-    def __init__(self, *, allow_zero: bool = False, unit: str = "") -> None:
+    def __init__(
+        self, *, allow_zero: bool = False, unit: str = "", max_value: float | None = None
+    ) -> None:
         self.allow_zero = allow_zero
         self.unit = unit
+        self.max_value = max_value
+        self.of = f" of{unit}" if unit else ""
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -144,11 +195,15 @@ class FiniteFloat(click.ParamType):  # type: ignore[type-arg]
         try:
             number = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number{self.unit}", param, ctx)
+            self.fail(f"{value!r} is not a number{self.of}", param, ctx)
         ok = number >= 0 if self.allow_zero else number > 0
         if not math.isfinite(number) or not ok:
             sign = "non-negative" if self.allow_zero else "positive"
-            self.fail(f"{value!r} must be a {sign}, finite number{self.unit}", param, ctx)
+            self.fail(f"{value!r} must be a {sign}, finite number{self.of}", param, ctx)
+        if self.max_value is not None and number > self.max_value:
+            low = "from 0" if self.allow_zero else "above 0"
+            top = f"{self.max_value:,.0f}" if self.max_value.is_integer() else f"{self.max_value}"
+            self.fail(f"{value!r} is out of range: {low} to {top}{self.unit}", param, ctx)
         return number
 
 
@@ -158,7 +213,7 @@ class GigabytesType(FiniteFloat):
     name = "GB"
 
     def __init__(self) -> None:
-        super().__init__(unit=" of GB")
+        super().__init__(unit=" GB", max_value=MEMORY_BUDGET_MAX_GB)
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -177,7 +232,8 @@ def memory_budget_option() -> Callable[[F], F]:
         default=DEFAULT_MEMORY_BUDGET_GB,
         show_default=True,
         metavar="GB",
-        help="Largest decompressed trace file accepted, in GB (bounds memory per worker).",
+        help=f"Largest decompressed trace file accepted, in GB, above 0 to "
+        f"{MEMORY_BUDGET_MAX_GB:,.0f} (bounds memory per worker).",
     )
 
 
@@ -194,14 +250,16 @@ def analysis_options(func: F) -> F:
         click.option(
             "--project",
             metavar="N,N,...",
-            help="World sizes to project to (default 2x, 4x, 8x the largest measured).",
+            help=f"World sizes to project to, 1 to {PROJECT_MAX} (default 2x, 4x, 8x the largest "
+            "measured).",
         ),
         click.option(
             "--what-if",
             "what_if",
             multiple=True,
             metavar="CATEGORY=FACTOR",
-            help="Scale a category's measured time before fitting, e.g. dataloader=0.",
+            help=f"Scale a category's measured time by FACTOR (0 to {WHAT_IF_MAX:g}) before "
+            "fitting, e.g. dataloader=0.",
         ),
         click.option(
             "--assume",
@@ -224,13 +282,14 @@ def analysis_options(func: F) -> F:
             "--steps",
             metavar="START:END",
             help="ProfilerStep numbers to keep, as inspect shows them: 12: or #12: from #12 on, "
-            "10:14 for #10-#13, #12 alone; negative counts from the last step (:-1 drops it).",
+            "10:14 for #10-#13, #12 alone; negative counts from the last step (:-1 drops it); "
+            f"bounds within ±{STEPS_MAX}.",
         ),
         click.option(
             "--jobs",
             "-j",
-            type=click.IntRange(min=1),
-            help="Worker processes (default: the cores).",
+            type=click.IntRange(min=1, max=JOBS_MAX),
+            help=f"Worker processes, 1 to {JOBS_MAX} (default: the cores).",
         ),
         click.option(
             "--strict", is_flag=True, help="Fail (exit 3) on any bad rank file instead of warning."
@@ -249,22 +308,24 @@ def analysis_options(func: F) -> F:
         memory_budget_option(),
         click.option(
             "--gpus-per-node",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=1, max=GPUS_PER_NODE_MAX),
             metavar="G",
             help="Ranks per node for the intra/inter-node collective tiers (default: "
             "deviceProperties, else the hosts in the rank file names, else one tier).",
         ),
         click.option(
             "--inter-node-bandwidth",
-            type=click.FloatRange(min=0, min_open=True),
+            type=FiniteFloat(unit=" GB/s", max_value=BANDWIDTH_MAX_GBPS),
             metavar="GB/S",
-            help="Inter-node bus bandwidth to assume when no inter-node collective was measured.",
+            help="Inter-node bus bandwidth to assume when no inter-node collective was measured "
+            f"(above 0 to {BANDWIDTH_MAX_GBPS:,.0f}).",
         ),
         click.option(
             "--inter-node-latency",
-            type=click.FloatRange(min=0),
+            type=FiniteFloat(allow_zero=True, unit=" us", max_value=LATENCY_MAX_US),
             metavar="US",
-            help="Inter-node per-hop latency (microseconds) to assume when none was measured.",
+            help=f"Inter-node per-hop latency (microseconds, 0 to {LATENCY_MAX_US:,.0f}) to assume "
+            "when none was measured.",
         ),
         click.option("--quiet", "-q", is_flag=True, help="No progress bar."),
     ]
@@ -281,7 +342,7 @@ def analysis_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "what_if": parse_what_if(options.get("what_if", ())) or None,
         "assumptions": parse_assume(options.get("assume", ())) or None,
         "rules": options.get("rules"),
-        "steps": options.get("steps"),
+        "steps": check_steps(options.get("steps")),
         "jobs": options.get("jobs"),
         "strict": options.get("strict", False),
         "memory_budget": int(options.get("memory_budget", DEFAULT_MEMORY_BUDGET_GB) * 1e9),

@@ -3,6 +3,11 @@
 Pure functions over plain dicts (the JSON contract), so ``compare`` works the same on fresh
 traces and on saved studies. Significance comes from a bootstrap over the per-step times each
 run carries (``step_times_s``): a change counts only when its 90% interval excludes zero.
+
+A run whose step time is NaN, missing or zero on either side (a damaged or hand-edited
+study), or whose step times hold a NaN or infinity, is ``not comparable``: it is never
+"unchanged", and with a gate set the gate fails with exit 3 (the input cannot be gated), not 1
+(which claims a measured regression). A CI gate must never pass on no data.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tracescale.comparison.ops import biggest_op_change, op_changes
-from tracescale.errors import EXIT_OK, EXIT_REGRESSION, UsageError
+from tracescale.errors import EXIT_INVALID_TRACE, EXIT_OK, EXIT_REGRESSION, UsageError
 from tracescale.report.fmt import label, num
 from tracescale.report.names import short_name
 
@@ -73,6 +78,25 @@ def _spread_significant(rb: dict[str, Any], ra: dict[str, Any]) -> bool:
     return not (lo_b <= ma <= hi_b) and not (lo_a <= mb <= hi_a)
 
 
+#: The verdict of a run that has no step time to compare on one side.
+NOT_COMPARABLE = "not comparable"
+
+
+def no_data(run: dict[str, Any]) -> str | None:
+    """Why ``run`` has no step time to compare (None when it has one): the gate's input."""
+    st = run.get("step_time_s")
+    if not isinstance(st, dict) or "mean" not in st:
+        return "no step time"
+    mean = num(st.get("mean"))
+    if mean is None or mean <= 0:
+        return f"step time {st.get('mean')!r}"
+    times = run.get("step_times_s")
+    if isinstance(times, list) and any(num(x) is None for x in times):
+        bad = sum(num(x) is None for x in times)
+        return f"{bad} of {len(times)} step times NaN, infinite or not numbers"
+    return None
+
+
 def _verdict(change_pct: float | None, significant: bool) -> str:
     if change_pct is None or not significant or abs(change_pct) < MIN_CHANGE_PCT:
         return "unchanged"
@@ -82,7 +106,10 @@ def _verdict(change_pct: float | None, significant: bool) -> str:
 def compare_runs(
     rb: dict[str, Any], ra: dict[str, Any], *, study: int = 0, seed: int = 0
 ) -> dict[str, Any]:
-    """One matched world size: step time change, its interval, per-category deltas, verdict."""
+    """One matched world size: step time change, its interval, per-category deltas, verdict
+    (:data:`NOT_COMPARABLE`, with ``not_comparable`` saying why, when a side has no data)."""
+    sides = (("before", no_data(rb)), ("after", no_data(ra)))
+    problems = [f"{side}: {why}" for side, why in sides if why]
     mb = num(_d(rb.get("step_time_s")).get("mean"))
     ma = num(_d(ra.get("step_time_s")).get("mean"))
     change = (ma / mb - 1.0) * 100.0 if mb and ma is not None else None
@@ -113,7 +140,8 @@ def compare_runs(
         "breakdown_delta_s": delta,
         "main_change": {"category": main, "delta_s": delta[main]} if main else None,
         "op_changes": op_changes(rb, ra),
-        "verdict": _verdict(change, significant),
+        "verdict": NOT_COMPARABLE if problems else _verdict(change, significant),
+        **({"not_comparable": "; ".join(problems)} if problems else {}),
     }
 
 
@@ -187,17 +215,26 @@ def _study_summary(sb: dict[str, Any], sa: dict[str, Any], unmatched: list[Any])
 
 
 def _overall(verdicts: list[str]) -> str:
-    """Regressed if any run regressed (CI is conservative), improved if any improved."""
+    """Regressed if any run regressed (CI is conservative), else not comparable if any run has
+    no data, improved if any improved."""
     if "regressed" in verdicts:
         return "regressed"
+    if NOT_COMPARABLE in verdicts:
+        return NOT_COMPARABLE
     return "improved" if "improved" in verdicts else "unchanged"
 
 
 def gate(runs: list[dict[str, Any]], fail_on_regression_pct: float | None) -> dict[str, Any]:
-    """The CI gate: fails when a matched run is significantly slower by more than the threshold."""
-    reasons = []
+    """The CI gate: fails when a matched run is significantly slower by more than the threshold
+    (exit 1), or when a run is not comparable (exit 3: no data to gate on, said in the reasons)."""
+    reasons, blind = [], []
     if fail_on_regression_pct is not None:
         for r in runs:
+            if r.get("verdict") == NOT_COMPARABLE:
+                blind.append(
+                    f"N={r.get('world_size')}: not comparable ({r.get('not_comparable')}); "
+                    "a gate never passes on no data"
+                )
             st = _d(r.get("step_time_s"))
             ch = num(st.get("change_pct"))
             if st.get("significant") and ch is not None and ch > fail_on_regression_pct:
@@ -205,17 +242,19 @@ def gate(runs: list[dict[str, Any]], fail_on_regression_pct: float | None) -> di
                     f"N={r.get('world_size')}: step time {ch:+.1f}% "
                     f"(more than {fail_on_regression_pct:g}%, significant)"
                 )
-    failed = bool(reasons)
+    failed = bool(reasons or blind)
+    code = EXIT_INVALID_TRACE if blind else EXIT_REGRESSION if reasons else EXIT_OK
     return {
         "fail_on_regression_pct": fail_on_regression_pct,
         "failed": failed,
-        "exit_code": EXIT_REGRESSION if failed else EXIT_OK,
-        "reasons": reasons,
+        "exit_code": code,
+        "reasons": blind + reasons,
     }
 
 
 def gate_exit_code(compare_doc: dict[str, Any], fail_on_regression_pct: float | None) -> int:
-    """Exit status for ``--fail-on-regression PCT``: 1 on a significant slowdown over PCT."""
+    """Exit status for ``--fail-on-regression PCT``: 3 when a run is not comparable, else 1
+    on a significant slowdown over PCT."""
     return int(gate(_l(compare_doc.get("runs")), fail_on_regression_pct)["exit_code"])
 
 
@@ -225,6 +264,8 @@ def _headline(r: dict[str, Any]) -> str:
     nb = r.get("world_size_before", r["world_size"])
     at = f"N={r['world_size']}" if nb == r["world_size"] else f"N={nb} -> N={r['world_size']}"
     text = f"{at}: {r['verdict']}"
+    if r["verdict"] == NOT_COMPARABLE:
+        return f"{text} ({r.get('not_comparable')})"
     if ch is not None:
         text += f", step time {ch:+.1f}%"
     main = _d(r.get("main_change"))
@@ -266,6 +307,22 @@ def _pair_runs(
     return pairs, unmatched
 
 
+def _kind_warning(rb: dict[str, Any], ra: dict[str, Any]) -> str | None:
+    """A GPU run against one without GPU events (stripped, or a CPU-only run) is said: its
+    step times compare, but the GPU categories of one side are empty by construction."""
+    kb, ka = rb.get("kind"), ra.get("kind")
+    if kb == ka:
+        return None
+    nb, na = rb.get("world_size"), ra.get("world_size")
+    at = f"N={na}" if nb == na else f"N={nb} -> N={na}"
+    if "gpu" in (kb, ka):
+        side = "after" if kb == "gpu" else "before"
+        what = f"the {side} side has no GPU events ({kb} run before, {ka} run after)"
+    else:
+        what = f"a {kb} run before, a {ka} run after"
+    return f"{at}: {what}: step times compare, GPU categories do not"
+
+
 def compare_docs(
     before: dict[str, Any],
     after: dict[str, Any],
@@ -290,6 +347,7 @@ def compare_docs(
         for u in unmatched:
             warnings.append(f"N={u['world_size']} only measured {u['side']}: not compared")
         runs += [compare_runs(nb[b], na[a], study=i, seed=seed + a) for b, a in run_pairs]
+        warnings += [w for b, a in run_pairs if (w := _kind_warning(nb[b], na[a]))]
         studies.append(_study_summary(sb, sa, unmatched))
     if not runs:
         sizes = [
