@@ -8,6 +8,12 @@ for data loading, any main-process host op for host overhead: its self time), so
 the op or kernel to act on rather than an enclosing annotation. Instants no such event covers
 (idle, untraced Python) stay unnamed. Only the largest names per category are kept per rank,
 the rest summed as :data:`OTHER`, so the map step's result stays compact.
+
+Synchronization is named by the op that issued it, not by the runtime call: a blocking
+``cudaMemcpy``/``hipMemcpyWithStream`` or ``cudaStreamSynchronize`` is owned by the innermost
+``cpu_op`` around it (``aten::_local_scalar_dense`` of ``.item()``, ``aten::copy_`` of
+``.cpu()``), which is what the user's code calls; the wait after a sync until the device
+starts again belongs to that same sync, never to the op that happens to run next.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ _OWNERS_GPU: dict[str, tuple[str, ...]] = {
     "memcpy": ("memcpy",),
     "communication": ("comm", "hcomm"),
     "dataloader": ("dl",),
-    "sync": ("sync", "anyop"),
+    "sync": ("issuer", "anyop"),
     "reduction": ("red", "anyop"),
     "host": ("anyop",),
 }
@@ -52,9 +58,37 @@ _OWNERS_CPU: dict[str, tuple[str, ...]] = {
     "compute": ("anyop",),
     "communication": ("hcomm", "comm"),
     "dataloader": ("dl",),
-    "sync": ("sync",),
+    "sync": ("issuer",),
     "reduction": ("red", "anyop"),
 }
+#: Host event categories of the ops user code calls (not runtime or driver calls).
+_OP_CATS = ("cpu_op", "Operator")
+
+
+def _sync_owner(trace: RankTrace, sync: BOOL, ops: BOOL, at: I64) -> npt.NDArray[np.int32]:
+    """Per instant of synchronization, the name of the op that issued the sync in force.
+
+    The sync in force is the latest-starting sync event at or before the instant (the one
+    covering it, or the one whose wait it follows); it is named by the innermost op covering
+    its middle (a blocking copy inside ``aten::_local_scalar_dense``), else by its own name.
+    """
+    ev = trace.events
+    out = np.full(at.shape[0], -1, dtype=np.int32)
+    sync = sync & (ev.dur > 0)
+    if not sync.any() or at.shape[0] == 0:
+        return out
+    s, d, n = ev.start[sync], ev.dur[sync], ev.name[sync]
+    issuer = np.full(s.shape[0], -1, dtype=np.int32)
+    first = int(np.flatnonzero(sync)[0])  # sync events are the main thread's: so is the issuer
+    ops = ops & (ev.dur > 0) & (ev.pid == ev.pid[first]) & (ev.tid == ev.tid[first])
+    if ops.any():
+        issuer = _innermost(ev.start[ops], ev.start[ops] + ev.dur[ops], ev.name[ops], s + d // 2)
+    own = np.where(issuer >= 0, issuer, n).astype(np.int32)
+    order = np.argsort(s, kind="stable")
+    k = np.searchsorted(s[order], at, side="right") - 1
+    hit = k >= 0
+    out[hit] = own[order][k[hit]]
+    return out
 
 
 def _innermost(
@@ -126,6 +160,10 @@ def rank_op_seconds(
             continue
         at = seg_start[sel]
         name = np.full(at.shape[0], -1, dtype=np.int32)
+        if layers[0] == "issuer" and "sync" in layer_masks:
+            ops = np.isin(ev.cat, np.array([trace.string_id(c) for c in _OP_CATS], np.int32))
+            name = _sync_owner(trace, layer_masks["sync"], ops & ~ev.is_device, at)
+            layers = layers[1:]
         for layer in layers:
             mask = layer_masks.get(layer)
             if mask is None:

@@ -11,6 +11,7 @@ assumption spelled out.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tracescale.findings.common import (
@@ -40,7 +41,26 @@ _HOW = {
     "memcpy": "overlapped with compute (pinned memory, non_blocking copies)",
     "idle": "filled (the {unit} kept busy)",
 }
-_HOW_LAUNCH = "cut (CUDA graphs, fused kernels, or more work per launch)"
+_HOW_LAUNCH = (
+    'cut (CUDA graphs or torch.compile(mode="reduce-overhead"), which replay the step\'s '
+    "kernels without a launch call each; or fused kernels, more work per launch)"
+)
+#: Synchronization owned by a copy to or from the host (``.item()``, ``.cpu()``, ``.tolist()``
+#: or the runtime's synchronous copy itself): its lever is the copy, not the sync.
+_COPY_SYNC = re.compile(
+    r"^aten::(item|_local_scalar_dense|copy_|_to_copy|to|tolist|cpu)$|Memcpy(?!Async)", re.I
+)
+_HOW_COPY = (
+    "removed (a blocking copy: pinned memory and non_blocking=True copies, and no .item(), "
+    ".cpu() or .tolist() inside the loop)"
+)
+
+
+def _copy_bound(run: dict[str, Any]) -> bool:
+    """Synchronization mostly issued by host copies (their ops own at least half of it)."""
+    ops = top_ops(run, "sync")
+    share = sum(num(e.get("share")) or 0.0 for e in ops if _COPY_SYNC.search(str(e["name"])))
+    return share >= 0.5
 
 
 def _trend(first: dict[str, Any], last: dict[str, Any], cat: str, mode: str, unit: Unit) -> str:
@@ -121,6 +141,8 @@ def category_levers(
         else:
             fixed = 0.0
             how_cat = _HOW_LAUNCH if cat_label(last, cat).startswith("Host launch") else None
+            if cat == "sync" and _copy_bound(last):
+                how_cat = _HOW_COPY
             how = f"it were {how_cat or _HOW.get(cat, 'removed').format(unit=unit.name)}"
         after = t.step_s - there + min(fixed, there)
         if after <= 0 or there <= fixed:
