@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph import DEV, Graph
+from tracescale.scaling.blocks import MAX_RESAMPLED, step_blocks
 from tracescale.scaling.quantiles import Z95, student_t95
 
 F64 = npt.NDArray[np.float64]
@@ -32,10 +33,21 @@ def cycle_period(signature: npt.NDArray[np.int64]) -> int:
     n = len(signature)
     if n < 2 or bool(np.all(signature == signature[0])):
         return 1
-    for p in range(2, n // 2 + 1):
-        if bool(np.all(signature[p:] == signature[:-p])):
-            return p
-    return 1
+    # The shortest period of a sequence is its length less its longest proper border (prefix
+    # that is also a suffix): one pass of Knuth-Morris-Pratt's failure function, where trying
+    # every p was quadratic in the steps. A longer period <= n/2 exists only if the shortest
+    # is <= n/2 too (Fine and Wilf), so the shortest alone decides.
+    sig = signature.tolist()
+    border = [0] * n
+    k = 0
+    for i in range(1, n):
+        while k and sig[i] != sig[k]:
+            k = border[k - 1]
+        if sig[i] == sig[k]:
+            k += 1
+        border[i] = k
+    p = n - border[-1]
+    return p if p <= n // 2 else 1
 
 
 def step_signature(graph: Graph, kept: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
@@ -153,8 +165,7 @@ def bootstrap_mean(
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     if strata is None or weights is None or len(strata) != len(steps):
-        idx = rng.integers(0, len(steps), size=(_BOOT, len(steps)))
-        means = steps[idx].mean(axis=1)
+        means = _resampled_means(steps, rng)
         point = float(np.mean(steps))
     else:
         means = np.zeros(_BOOT)
@@ -162,8 +173,7 @@ def bootstrap_mean(
         for kind in np.unique(strata):
             members = steps[strata == kind]
             share = float(weights[strata == kind].sum())
-            idx = rng.integers(0, len(members), size=(_BOOT, len(members)))
-            means += share * members[idx].mean(axis=1)
+            means += share * _resampled_means(members, rng)
             point += share * float(members.mean())
     lo, hi = np.percentile(means, [5.0, 95.0])
     # A bootstrap of few steps is too narrow: it reads the spread with divisor n, not n - 1,
@@ -173,6 +183,21 @@ def bootstrap_mean(
     lo, hi = point - f * (point - float(lo)), point + f * (float(hi) - point)
     shift = 0.0 if centre is None else centre - point
     return lo + shift, hi + shift
+
+
+def _resampled_means(x: F64, rng: np.random.Generator) -> F64:
+    """``_BOOT`` bootstrap means of ``x``: over its values, or beyond ``MAX_RESAMPLED`` values
+    over that many blocks of consecutive ones (each replicate draws blocks and divides their
+    sum by their steps), so a replicate holds a bounded number of draws however many steps
+    the trace has (200 x a million steps was 1.6 GB)."""
+    if len(x) <= MAX_RESAMPLED:
+        idx = rng.integers(0, len(x), size=(_BOOT, len(x)))
+        return x[idx].mean(axis=1)
+    block = step_blocks(len(x))
+    sums = np.bincount(block, weights=x)
+    counts = np.bincount(block).astype(np.float64)
+    idx = rng.integers(0, len(sums), size=(_BOOT, len(sums)))
+    return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
 
 
 def small_sample_factor(n: int) -> float:

@@ -306,4 +306,5 @@ def analyze_scaling(
         warnings=tuple(_warnings(aggs, stats, model, targets, single)),
         seed=seed,
         n_boot=n_boot,
+        max_steps=max(d.mask.shape[1] for d in datas),
     )

@@ -59,10 +59,18 @@ def factors(ctype: str, g: FloatArray, nbytes: float, algo: str) -> tuple[FloatA
     return lat, bw
 
 
-def _factors(ctype: str, g: FloatArray, nbytes: float, algo: str) -> tuple[FloatArray, FloatArray]:
+def _factors(
+    ctype: str, g: FloatArray, nbytes: float | FloatArray, algo: str
+) -> tuple[FloatArray, FloatArray]:
+    """``factors`` uncached; ``nbytes`` may be an array that broadcasts against ``g`` (one
+    message size per row of a ``[rows, N]`` grid)."""
     on = g > 1
     gs = np.where(on, g, 2.0)
-    b = max(float(nbytes), 0.0)
+    b: float | FloatArray = (
+        max(float(nbytes), 0.0)
+        if np.ndim(nbytes) == 0
+        else np.maximum(np.asarray(nbytes, dtype=np.float64), 0.0)
+    )
     if algo == "tree":
         lat = (2.0 if ctype in _TWO else 1.0) * np.log2(gs)
     elif ctype == "sendrecv":
@@ -72,7 +80,7 @@ def _factors(ctype: str, g: FloatArray, nbytes: float, algo: str) -> tuple[Float
     if ctype in ("allreduce", "other"):
         bw = 2.0 * (gs - 1.0) / gs * b
     elif ctype in ("broadcast", "sendrecv"):
-        bw = np.full_like(gs, b)
+        bw = np.broadcast_to(b, gs.shape).astype(np.float64)
     elif ctype == "barrier":
         bw = np.zeros_like(gs)
     else:
@@ -117,6 +125,27 @@ class TransferFit:
             return np.where(group > 1, self.barrier_s, 0.0)
         lat, bw = factors(ctype, group, nbytes, self.algorithm)
         return np.asarray(self.alpha_s * lat + self.inv_bw * bw, dtype=np.float64)
+
+    def instance_times(
+        self, ctypes: Sequence[str], nbytes: FloatArray, group: FloatArray
+    ) -> FloatArray:
+        """``instance_time`` of many collectives at once: row k of the ``[rows, N]`` result is
+        collective ``ctypes[k]`` of ``nbytes[k]`` bytes at group sizes ``group[k]``. One pass
+        per collective type, not per collective: a step of a thousand collectives is refitted
+        for every bootstrap replicate."""
+        group = np.asarray(group, dtype=np.float64)
+        out = np.zeros_like(group)
+        kinds = np.asarray(ctypes, dtype=object)
+        for ctype in dict.fromkeys(ctypes):
+            k = np.flatnonzero(kinds == ctype)
+            g = group[k]
+            if ctype == "barrier":
+                out[k] = np.where(g > 1, self.barrier_s, 0.0)
+                continue
+            b = np.maximum(np.asarray(nbytes, dtype=np.float64)[k], 0.0)[:, None]
+            lat, bw = _factors(ctype, g, b, self.algorithm)
+            out[k] = self.alpha_s * lat + self.inv_bw * bw
+        return out
 
     def predict(self, n: FloatArray) -> FloatArray:
         parts = self.predict_by_type(n)

@@ -72,20 +72,25 @@ class Schedule:
         ref = float(parallel(np.array([float(self.world_size)]))[0])
         scale = parallel(n) / ref if ref > 0 else np.ones_like(n)
         blocking = np.zeros_like(n)
-        times, hides = [], []
-        for ctype, nbytes, group, is_async, hide in self.rows:
-            g = np.maximum(np.rint(group * n / self.world_size), 1.0)
-            x = transfer.instance_time(ctype, max(nbytes, 0), g)
-            if is_async:
-                times.append(x)
-                hides.append(hide * scale)
-            else:
-                blocking = blocking + x
         worst = np.zeros_like(n)
-        suffix = np.zeros_like(n)
-        for x, h in zip(reversed(times), reversed(hides), strict=True):
-            suffix = suffix + x
-            worst = np.maximum(worst, suffix - h)
+        if not self.rows:
+            return np.asarray(blocking + worst, dtype=np.float64)
+        # Every row at every N in one [rows, N] grid (a step may hold thousands of
+        # collectives, and the bootstrap refits it per replicate); sums run in row order.
+        ctypes = [r[0] for r in self.rows]
+        nbytes = np.array([max(r[1], 0) for r in self.rows], dtype=np.float64)
+        group = np.array([r[2] for r in self.rows], dtype=np.float64)
+        is_async = np.array([r[3] for r in self.rows], dtype=np.bool_)
+        hide = np.array([r[4] for r in self.rows], dtype=np.float64)
+        g = np.maximum(np.rint(group[:, None] * n[None, :] / self.world_size), 1.0)
+        x = transfer.instance_times(ctypes, nbytes, g)
+        if (~is_async).any():
+            blocking = blocking + np.cumsum(x[~is_async], axis=0)[-1]
+        if is_async.any():
+            # exposed = max_k(sum_{j>=k} X_j - hide_k), the suffix sums from the last bucket
+            suffix = np.cumsum(x[is_async][::-1], axis=0)
+            h = (hide[is_async][:, None] * scale[None, :])[::-1]
+            worst = np.maximum(worst, np.max(suffix - h, axis=0))
         return np.asarray(blocking + worst, dtype=np.float64)
 
 

@@ -1,6 +1,7 @@
 """Projections with bootstrap intervals, the optimal world size, and overhead sentences.
 
-The bootstrap resamples, per run, ranks and steps with replacement (multinomial weights),
+The bootstrap resamples, per run, ranks and steps with replacement (multinomial weights; runs
+of more than ``blocks.MAX_RESAMPLED`` steps in that many blocks of consecutive steps),
 refits every series with the forms chosen on the full data, and re-evaluates the model. The
 random stream is ``numpy.random.default_rng(seed)``, so results are deterministic per seed.
 Intervals are 5th-95th percentiles, widened if needed to contain the point estimate (the
@@ -19,7 +20,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.scaling.fit import StudyModel, fit_study
 from tracescale.scaling.result import Overhead, Projection
 from tracescale.scaling.serial import gustafson, model_t1, strong_fraction, weak_share
-from tracescale.scaling.stats import RunAgg, RunData, aggregate_many
+from tracescale.scaling.stats import RunAgg, RunData, aggregate_many, blocked
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -70,6 +71,7 @@ def bootstrap(
     """Resample ranks and steps in every run, refit with fixed forms, evaluate on ``grid``."""
     rng = np.random.default_rng(seed)
     forms = model.forms()
+    datas = [blocked(d) for d in datas]  # a bounded number of columns of steps per run
     # Draw in the order replicate by replicate, run by run (ranks, then steps), so the
     # random stream is the one a per-replicate loop would use.
     draws: list[tuple[list[FloatArray], list[FloatArray]]] = [([], []) for _ in datas]

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tracescale.scaling.blocks import MAX_RESAMPLED, blocks_note
+
 
 def clean(x: Any) -> Any:
     """Plain JSON types: numpy scalars to Python, NaN/inf to None, recursively."""
@@ -280,6 +282,9 @@ class ScalingResult:
     warnings: tuple[str, ...]
     seed: int
     n_boot: int
+    #: Most steps of one run: beyond ``blocks.MAX_RESAMPLED`` the bootstrap resampled that many
+    #: blocks of consecutive steps, and the JSON says so beside the replicates.
+    max_steps: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return clean_dict(
@@ -300,9 +305,13 @@ class ScalingResult:
                 "curve": [p.to_dict() for p in self.curve],
                 "overheads": [o.to_dict() for o in self.overheads],
                 "warnings": list(self.warnings),
-                "bootstrap": {"seed": self.seed, "replicates": self.n_boot},
+                "bootstrap": {"seed": self.seed, "replicates": self.n_boot, **self._blocks()},
             }
         )
+
+    def _blocks(self) -> dict[str, Any]:
+        note = blocks_note(self.max_steps)
+        return {} if note is None else {"step_blocks": MAX_RESAMPLED, "note": note}
 
 
 def _projection_from(p: Projection, d: Mapping[str, Any]) -> Projection:

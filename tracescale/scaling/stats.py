@@ -17,6 +17,7 @@ import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.result import CAUSED, RunBreakdown
+from tracescale.scaling.blocks import MAX_RESAMPLED, step_blocks
 from tracescale.scaling.result import RankStats, StepStats
 
 FloatArray = npt.NDArray[np.float64]
@@ -40,7 +41,8 @@ class RunData:
     world_size: int
     ranks: tuple[int, ...]
     values: FloatArray  # [R, S, len(VALUE_COLS)]
-    mask: FloatArray  # [R, S], 1.0 where the rank has that step
+    #: [R, S], 1.0 where the rank has that step (``blocked``: how many steps of the block)
+    mask: FloatArray
     coll_keys: tuple[tuple[str, int, int], ...]  # (collective, bytes, group_size)
     coll_sum: FloatArray  # [R, S, G] summed transfer seconds
     coll_cnt: FloatArray  # [R, S, G] instance counts
@@ -155,6 +157,29 @@ def prepare(run: RunBreakdown) -> RunData:
         ccnt,
         step_schedule(run.collectives),
     )
+
+
+def blocked(d: RunData, cap: int = MAX_RESAMPLED) -> RunData:
+    """``d`` with its steps merged into at most ``cap`` blocks of consecutive steps, for the
+    bootstrap (``d`` itself when it has no more steps). Each block holds every per-step value
+    as its rank's mean over the block's steps and ``mask`` as how many steps that is, so
+    ``aggregate_many`` weighs a block as that many steps: all-ones block weights give the
+    same run means as all-ones step weights."""
+    n = d.mask.shape[1]
+    if n <= cap:
+        return d
+    block = step_blocks(n, cap)
+    edges = np.flatnonzero(np.diff(block, prepend=-1))
+    counts = np.add.reduceat(d.mask, edges, axis=1)
+
+    def mean(x: FloatArray) -> FloatArray:
+        sums = np.add.reduceat(x * d.mask[:, :, None], edges, axis=1)
+        return sums / np.maximum(counts, 1.0)[:, :, None]
+
+    return RunData(
+        d.world_size, d.ranks, mean(d.values), counts, d.coll_keys, mean(d.coll_sum),
+        mean(d.coll_cnt), d.schedule,
+    )  # fmt: skip
 
 
 def aggregate(
