@@ -79,6 +79,9 @@ deviceProperties listing the node's gpus_per_node GPUs. Steps 1, 3, 4, 6
   comm_types   a tiny Broadcast of module buffers (bcast_bytes) before each
                forward, bcast_alpha per hop, and a one-element loss AllReduce
                (TREE, LL) after backward, beside the gradient AllReduce
+  cuda_graph   forward and backward with their collectives replayed from one
+               CUDA graph per step: one cudaGraphLaunch (graph_launch), each
+               node graph_gap after the node it follows (preset: layers=64)
 Patterns' truth: per measured N the attribution of the traced schedule; at
 every N in world sizes and --truth-at the expected step time of the same
 schedule (noise-free; random delays averaged over replicas of all N ranks).
@@ -131,7 +134,7 @@ def _world_sizes(text: str, option: str) -> list[int]:
     default="ddp",
     show_default=True,
     help="Training pattern: ddp|fsdp|tp plus grad_accum, multinode, launch_bound, heavy_tail, "
-    "comm_types, joined by ',' (see above).",
+    "comm_types, cuda_graph, joined by ',' (see above).",
 )
 @click.option(
     "--truth-at",

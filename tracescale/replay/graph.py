@@ -38,6 +38,7 @@ from tracescale.ingest.trace import RankTrace
 from tracescale.replay.graph_categories import node_categories
 from tracescale.replay.graph_device import CorrIndex, device_columns, launch_lags, syncs
 from tracescale.replay.graph_host import ThreadPieces, step_bounds, thread_pieces
+from tracescale.replay.graph_launch import chain_graph_nodes
 from tracescale.replay.graph_waits import add_joins, cross_stream
 
 I64 = npt.NDArray[np.int64]
@@ -279,6 +280,8 @@ def build_graph(
     corr = CorrIndex.of(trace, call_events)
     d = device_columns(trace, dev_idx, len(threads), coll_event, corr, node_of_event, host_first)
     del node_of_event, host_first
+    graph_node = np.zeros(n, dtype=np.bool_)  # kernels after a node of their CUDA graph
+    graph_node[n_host:] = chain_graph_nodes(trace, d, dev_idx, corr, n_host)
     d["kind"] = np.where(d["coll"] >= 0, DCOLL, DEV).astype(np.int8)
     d["group"] = groups.number(
         d["group"], lambda c: "collective" if c < 0 else "kernel:" + strings[c]
@@ -294,7 +297,10 @@ def build_graph(
         trace, rules if rules is not None else load_rules(), c["kind"], c["event"], c["res"],
         c["start"], c["dur"], main, threads.index(main), kinds,
     )  # fmt: skip
-    graph = _freeze(trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real)
+    graph_node = np.concatenate([graph_node, np.zeros(len(c["kind"]) - n, dtype=np.bool_)])
+    graph = _freeze(
+        trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real, graph_node
+    )
     return dataclasses.replace(graph, category=category, inferred_waits=inferred)
 
 
@@ -348,9 +354,11 @@ def _freeze(
     step_last: I64,
     launched: I64,
     n_real: int,
+    graph_node: npt.NDArray[np.bool_],
 ) -> Graph:
     """``n_real``: nodes from the trace; those after it are join nodes (no launch of their own,
-    ordered before the consumer they share a start with)."""
+    ordered before the consumer they share a start with). ``graph_node``: kernels whose lag is
+    their gap after a node of their CUDA graph (``graph_launch``), kept as measured."""
     kind = c.pop("kind").astype(np.int8, copy=False)
     event = c.pop("event")
     n = len(kind)
@@ -362,7 +370,7 @@ def _freeze(
     inside = (k >= 0) & (when < win.host_end[np.clip(k, 0, None)])
     step = np.where(inside, k, -1).astype(np.int32)
     del when, k, inside
-    lag = launch_lags(c, (kind >= DEV) & real)
+    lag = launch_lags(c, (kind >= DEV) & real, graph_node)
     # Processing order: every edge points forward in (measured) time, sync calls sort at the
     # end of what they wait for.
     has2 = c["dep2"] >= 0

@@ -213,7 +213,7 @@ def _other_stream_end(c: dict[str, I64], dev: BOOL) -> tuple[I64, I64]:
     return best_end, best
 
 
-def launch_lags(c: dict[str, I64], dev: BOOL) -> I64:
+def launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> I64:
     """Launch latencies to replay: a kernel that waited in its stream's queue (started within
     1 us of what it was queued behind) keeps only the typical latency, since the replay
     reproduces the queueing. Kernels that started long after their launch, right when a kernel
@@ -224,7 +224,10 @@ def launch_lags(c: dict[str, I64], dev: BOOL) -> I64:
     stream or a recorded producer explains their start) and not right after another stream's
     kernel: where no wait is recorded at all, most idle kernels are such waits, and their
     median would be a wait, not a launch latency (FSDP without stream-wait records: a typical
-    "latency" of 11 ms hid every implicit wait)."""
+    "latency" of 11 ms hid every implicit wait).
+
+    ``own``: nodes whose lag is their device gap after the CUDA graph node they followed
+    (``graph_launch``): no launch latency, so left out of the typical one and kept."""
     n = len(dev)
     explained = np.full(n, -(2**62), dtype=np.int64)
     # Each device node's predecessor on its own stream, in start order (one sort for all).
@@ -236,7 +239,7 @@ def launch_lags(c: dict[str, I64], dev: BOOL) -> I64:
     has2 = c["dep2"] >= 0
     d2 = np.clip(c["dep2"], 0, None)
     explained = np.where(dev & has2, np.maximum(explained, (c["start"] + c["dur"])[d2]), explained)
-    launched_dep = dev & (c["dep"] >= 0)
+    launched_dep = dev & (c["dep"] >= 0) & (~own if own is not None else True)
     idle = launched_dep & (c["start"] - explained > QUEUED_NS)
     other_end, other = _other_stream_end(c, dev)
     after_other = (other >= 0) & (c["start"] - other_end <= WAIT_GAP_NS)

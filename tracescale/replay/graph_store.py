@@ -74,6 +74,7 @@ def _graph_source_digest() -> str:
         "graph.py",
         "graph_host.py",
         "graph_device.py",
+        "graph_launch.py",
         "graph_waits.py",
         "graph_records.py",
         "graph_categories.py",

@@ -53,6 +53,8 @@ class SimParams:
     tail_sigma: float = 1.0
     bcast_alpha: float = 300e-6
     bcast_bytes: int = 4096
+    graph_launch: float = 30e-6
+    graph_gap: float = 2e-6
 
 
 #: name -> (unit, meaning); the order is the order ``--help`` lists them in.
@@ -91,6 +93,8 @@ PARAM_DOCS: dict[str, tuple[str, str]] = {
     "tail_sigma": ("", "[heavy_tail] sigma of the lognormal delay (heavier tail when larger)"),
     "bcast_alpha": ("s", "[comm_types] per-hop latency of the buffer Broadcast"),
     "bcast_bytes": ("B", "[comm_types] bytes of the buffer Broadcast each step"),
+    "graph_launch": ("s", "[cuda_graph] host time of the step's one cudaGraphLaunch"),
+    "graph_gap": ("s", "[cuda_graph] device gap between a graph node and the one it follows"),
 }
 
 _FIELDS = {f.name: f for f in dataclasses.fields(SimParams)}
@@ -117,6 +121,8 @@ def _check(p: SimParams) -> None:
         "tail_median",
         "tail_sigma",
         "bcast_alpha",
+        "graph_launch",
+        "graph_gap",
     )
     for name in nonneg:
         value = getattr(p, name)

@@ -21,6 +21,7 @@ import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.simulate import attribution, programs
+from tracescale.simulate.cuda_graph import engine_class
 from tracescale.simulate.engine import Engine, Template
 from tracescale.simulate.events import Emitter, Event
 from tracescale.simulate.params import SimParams, params_dict
@@ -61,7 +62,8 @@ def run(
     if div is None:
         div = float(n) if mode == "strong" else 1.0
     rng = np.random.default_rng([seed, n, 11])
-    e = Engine(params, n, div, replicas, rng, record, legacy_nccl=spec.has("multinode"))
+    engine = engine_class(spec.has("cuda_graph"))
+    e = engine(params, n, div, replicas, rng, record, legacy_nccl=spec.has("multinode"))
     for k in range(steps):
         programs.step(e, spec, k, params.first_step)
     return e
@@ -87,8 +89,10 @@ def serial_by_category(spec: PatternSpec, params: SimParams, n: int, seed: int) 
     serial work kept, classified by the attribution rules (waits by their cause) and averaged
     over ranks and steps. Random per-rank delays stay drawn: they are no parallel work."""
     quiet = dataclasses.replace(params, jitter=0.0)
-    e = Engine(quiet, n, math.inf, 1, np.random.default_rng([seed, n, 11]), True,
-               legacy_nccl=spec.has("multinode"))  # fmt: skip
+    e = engine_class(spec.has("cuda_graph"))(
+        quiet, n, math.inf, 1, np.random.default_rng([seed, n, 11]), True,
+        legacy_nccl=spec.has("multinode"),
+    )  # fmt: skip
     e.free_transfers = True
     for k in range(spec.cycle(quiet.accum_steps)):
         programs.step(e, spec, k, quiet.first_step)

@@ -15,18 +15,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracescale.simulate import cuda_graph
 from tracescale.simulate import kernels as K
 from tracescale.simulate.engine import Engine, Times
 from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM
 
 #: base parallelism (one of them) and modifiers that combine with any base
 BASES = ("ddp", "fsdp", "tp")
-MODIFIERS = ("grad_accum", "multinode", "launch_bound", "heavy_tail", "comm_types")
+MODIFIERS = ("grad_accum", "multinode", "launch_bound", "heavy_tail", "comm_types", "cuda_graph")
 PATTERNS = BASES + MODIFIERS
 #: what a modifier sets unless the user's --set says otherwise (launch_bound: ~2000 kernels)
 PRESETS: dict[str, dict[str, float | int]] = {
     "launch_bound": {"layers": 286, "launch_overhead": 6e-6, "fwd_time": 0.008, "bwd_time": 0.016},
     "multinode": {"inter_bandwidth": 50e9 / 6, "inter_alpha": 30e-6},
+    "cuda_graph": {"layers": 64},  # 448 graph nodes: their device gaps are a serial term
 }
 FSDP_PRE_FORWARD = "FullyShardedDataParallel._pre_forward"
 FSDP_PRE_BACKWARD = "FullyShardedDataParallel._pre_backward_hook"
@@ -112,6 +114,8 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
         e.wait_for(COMPUTE_STREAM, COMM_STREAM, "c10d::wait")
     fwd = e.parallel(p.fwd_time) * 1e9 * e.jitter()
     bwd = e.parallel(p.bwd_time) * 1e9 * e.jitter()
+    if spec.has("cuda_graph"):  # forward, backward and their collectives: one graph launch
+        cuda_graph.begin(e)
     a = e.h.copy()
     if spec.base == "fsdp":
         _fsdp_forward(e, fwd, dist)
@@ -132,6 +136,7 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int) -> None:
         e.collective("allreduce", 1, 1, 4, after=COMPUTE_STREAM)
     if communicated or (dist and spec.has("comm_types")):
         e.wait_for(COMPUTE_STREAM, COMM_STREAM, WAIT_OPS[spec.base])
+    cuda_graph.end(e)
     if sync_step:
         sharded = spec.base in ("fsdp", "tp")
         total = (e.parallel(p.opt_time) if sharded else p.opt_time) * 1e9 * e.jitter()
