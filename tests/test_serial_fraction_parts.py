@@ -29,6 +29,9 @@ TOLERANCE = 0.02
 SIM_CASES: dict[str, tuple[str, dict[str, float | int], tuple[int, ...]]] = {
     "ddp": ("ddp", {"layers": 4}, (1, 2, 4)),  # overlapped gradient buckets
     "ddp_late_buckets": ("ddp", {"layers": 4, "comm_start": 0.9, "buckets": 2}, (1, 2, 4)),
+    # the replayed rank is the straggler; the others wait for it and it waits for rank 0's
+    # reduction in every step: that wait stays at infinite N, as reduction (by cause)
+    "ddp_straggler": ("ddp", {"layers": 4, "straggler_rank": 1}, (1, 2, 4)),
     "fsdp": ("fsdp", {"layers": 4}, (1, 2, 4)),
     "tp": ("tp", {"layers": 4}, (1, 2, 4)),
     "grad_accum": ("grad_accum", {"layers": 4, "accum_steps": 2}, (1, 2, 4)),

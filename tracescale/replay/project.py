@@ -35,7 +35,7 @@ from tracescale.replay.intervals import combine_ends
 from tracescale.replay.kernel_pools import varying_kernel_laws
 from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
-from tracescale.replay.serial_parts import step_categories, systematic_wait
+from tracescale.replay.serial_parts import by_cause, step_categories, step_sums, systematic_wait
 from tracescale.replay.topology import INTER, measured_tier
 from tracescale.replay.variability import lateness, reaches
 
@@ -259,12 +259,16 @@ class ReplayStudy:
         classified by the attribution rules (``replay.serial_parts``); they sum to T_inf."""
         got = self._parts.get(0)
         if got is None:
-            rep = replay(self.base.graph, self.durations(1, infinite=True)[0])
-            per_step = step_categories(self.base.graph, rep)[self.base.kept]
-            w = self.base.weights
-            got = self._parts[0] = {
-                c: weighted_mean(per_step[:, j], w) for j, c in enumerate(CATEGORIES)
-            }
+            base = self.base
+            dur = self.durations(1, infinite=True)[0]
+            per_step = step_categories(base.graph, replay(base.graph, dur))[base.kept]
+            nodes = base.coll["node"].to_numpy() if len(base.coll) else np.zeros(0, np.int64)
+            waits = step_sums(base.graph, nodes, dur[nodes])[base.kept]
+            mean = [weighted_mean(per_step[:, j], base.weights) for j in range(len(CATEGORIES))]
+            kept = weighted_mean(waits, base.weights)
+            got = self._parts[0] = by_cause(
+                dict(zip(CATEGORIES, mean, strict=True)), kept, base.caused
+            )
         return got
 
     def serial_time_interval(self, seed: int = 0) -> tuple[float, float, float]:

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import classify_rank
 from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import RuleSet
@@ -23,6 +24,7 @@ from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
 from tracescale.replay.kernel_pools import KernelTables, kernel_tables
+from tracescale.replay.serial_parts import step_categories
 from tracescale.replay.variability import OffsetPool, arrival_offsets, own_delays
 
 F64 = npt.NDArray[np.float64]
@@ -61,6 +63,10 @@ class RunReplay:
     #: Kernel counts and times per launching op per step (names that vary with N are fitted
     #: per launching op: ``replay.kernel_pools``).
     kernels: KernelTables = field(default_factory=lambda: KernelTables({}, {}))
+    #: Per category (``CATEGORIES`` order): seconds per step of the rank's waits the measured
+    #: attribution gave to the late rank's category (cross-rank cause); the waits kept in the
+    #: step at infinite N take these categories (``ReplayStudy.serial_parts``).
+    caused: F64 = field(default_factory=lambda: np.zeros(len(CATEGORIES)))
 
     @property
     def kept(self) -> npt.NDArray[np.bool_]:
@@ -151,10 +157,12 @@ def replay_run(
     else:
         item = build()
     graph = item.graph
-    replayed = replay(graph).step_time
+    rep = replay(graph)
+    replayed = rep.step_time
     by_step = dict(zip(rows["step"].astype(int).tolist(), rows["duration"].tolist(), strict=True))
     measured = np.array([by_step.get(int(s), np.nan) for s in graph.step_numbers.tolist()])
     keep = np.isfinite(measured)
+    caused = _caused(run.steps[run.steps["rank"] == rank], step_categories(graph, rep)[keep])
     graph_steps = (graph.step >= 0) & keep[np.clip(graph.step, 0, None)]
     nsteps = max(int(keep.sum()), 1)
     group_time: dict[str, float] = {}
@@ -219,7 +227,20 @@ def replay_run(
         delay_node=delay_node,
         delay_excess=delay_excess,
         kernels=kernels,
+        caused=caused,
     )
+
+
+def _caused(rows: pd.DataFrame, own: F64) -> F64:
+    """Seconds per step per category the measured attribution gave the rank's waits for late
+    ranks (cross-rank cause): its breakdown less its own replayed timeline's, communication
+    left out (a wait no cause claimed stays communication)."""
+    cols = [c for c in CATEGORIES if c in rows]
+    if len(rows) == 0 or len(own) == 0 or len(cols) < len(CATEGORIES):
+        return np.zeros(len(CATEGORIES))
+    out = np.clip(rows[cols].to_numpy(dtype=np.float64).mean(axis=0) - own.mean(axis=0), 0, None)
+    out[CATEGORIES.index("communication")] = 0.0
+    return np.asarray(out, dtype=np.float64)
 
 
 def _delay_gaps(

@@ -114,3 +114,29 @@ def step_categories(graph: Graph, rep: Replayed) -> F64:
     length = (seg_e - seg_s).astype(np.float64) / 1e9
     np.add.at(out, (idx[inside], seg_cat[inside]), length[inside])
     return out
+
+
+def step_sums(graph: Graph, nodes: npt.NDArray[np.int64], seconds: F64) -> F64:
+    """Per step window, the sum of ``seconds`` over ``nodes`` (by the step that launched each)."""
+    out = np.zeros(len(graph.step_first), dtype=np.float64)
+    step = graph.step[nodes] if len(nodes) else np.zeros(0, dtype=np.int64)
+    ok = step >= 0
+    np.add.at(out, step[ok], np.asarray(seconds, dtype=np.float64)[ok])
+    return out
+
+
+def by_cause(parts: dict[str, float], waits: float, caused: F64) -> dict[str, float]:
+    """``parts`` with the waits kept at infinite N (``waits`` seconds per step, classified as
+    communication in the replayed timeline) moved to the categories the measured attribution
+    gave this rank's waits (``caused``, seconds per step per category: cross-rank cause), in
+    proportion; the measured breakdown and the truth name a wait for rank 0's reduction
+    ``reduction``, not communication. The total is unchanged."""
+    total = float(np.sum(caused))
+    shift = min(waits, parts.get("communication", 0.0))
+    if total <= 0 or shift <= 0:
+        return parts
+    out = dict(parts)
+    out["communication"] -= shift
+    for j, c in enumerate(CATEGORIES):
+        out[c] += shift * float(caused[j]) / total
+    return out
