@@ -23,6 +23,17 @@ def require_module(name: str, reason: str) -> ModuleType:
     return pytest.importorskip(name, reason=reason)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Lay out reports for a pipe, whatever the shell or the runner says about a terminal.
+
+    pytest-xdist's workers start with ``COLUMNS``/``LINES`` set (80 columns), and a developer's
+    shell may export them: the terminal table would then wrap to that width in some runs and not
+    in others. Tests that need a width set ``COLUMNS`` themselves (monkeypatch).
+    """
+    for var in ("COLUMNS", "LINES"):
+        os.environ.pop(var, None)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--artifacts-dir",
