@@ -12,6 +12,7 @@ import copy
 import gzip
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,7 @@ def test_all_nan_step_times_are_not_comparable_and_fail_the_gate(doc: dict[str, 
         (lambda r: r["step_time_s"].update(mean=float("inf")), "step time inf"),
         (
             lambda r: r.update(step_times_s=[0.1, float("nan"), None]),
-            "2 of 3 step times NaN, infinite or not numbers",
+            "2 of 3 step times NaN, infinite or outside 1 ns to 1,000,000 s",
         ),
     ],
 )
@@ -184,6 +185,21 @@ def test_missing_or_broken_step_times_fail_the_gate(doc: dict[str, Any], edit: A
         c = compare_docs(before, after, fail_on_regression_pct=0)
         assert c["runs"][0]["not_comparable"] == f"{side}: {why}"
         assert c["gate"]["exit_code"] == 3
+
+
+@pytest.mark.parametrize("mean", [1e308, 5e-324, -0.1])
+def test_absurd_step_times_are_not_comparable_without_numpy_warnings(
+    doc: dict[str, Any], mean: float
+) -> None:
+    bad = copy.deepcopy(doc)
+    run = _runs(bad)[0]
+    run["step_time_s"]["mean"] = mean
+    run["step_times_s"] = [mean] * len(run["step_times_s"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = compare_docs(doc, bad, fail_on_regression_pct=5)
+    assert c["runs"][0]["not_comparable"] == f"after: step time {mean!r}"
+    assert c["runs"][0]["step_time_s"]["change_pct"] is None and c["gate"]["exit_code"] == 3
 
 
 def test_compare_cli_exits_3_on_nan_with_a_gate_and_0_without(

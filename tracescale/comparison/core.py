@@ -80,6 +80,14 @@ def _spread_significant(rb: dict[str, Any], ra: dict[str, Any]) -> bool:
 
 #: The verdict of a run that has no step time to compare on one side.
 NOT_COMPARABLE = "not comparable"
+#: A step time outside [1 ns, 10^6 s] is no measurement (the trace clock's resolution; no
+#: profiled step lasts 11 days): a damaged or hand-edited study, and no ratio of it is finite.
+STEP_RANGE_S = (1e-9, 1e6)
+
+
+def _step(value: Any) -> bool:
+    v = num(value)
+    return v is not None and STEP_RANGE_S[0] <= v <= STEP_RANGE_S[1]
 
 
 def no_data(run: dict[str, Any]) -> str | None:
@@ -87,13 +95,12 @@ def no_data(run: dict[str, Any]) -> str | None:
     st = run.get("step_time_s")
     if not isinstance(st, dict) or "mean" not in st:
         return "no step time"
-    mean = num(st.get("mean"))
-    if mean is None or mean <= 0:
+    if not _step(st.get("mean")):
         return f"step time {st.get('mean')!r}"
     times = run.get("step_times_s")
-    if isinstance(times, list) and any(num(x) is None for x in times):
-        bad = sum(num(x) is None for x in times)
-        return f"{bad} of {len(times)} step times NaN, infinite or not numbers"
+    if isinstance(times, list) and not all(_step(x) for x in times):
+        bad = sum(not _step(x) for x in times)
+        return f"{bad} of {len(times)} step times NaN, infinite or outside 1 ns to 1,000,000 s"
     return None
 
 
@@ -112,11 +119,13 @@ def compare_runs(
     problems = [f"{side}: {why}" for side, why in sides if why]
     mb = num(_d(rb.get("step_time_s")).get("mean"))
     ma = num(_d(ra.get("step_time_s")).get("mean"))
-    change = (ma / mb - 1.0) * 100.0 if mb and ma is not None else None
+    change = (ma / mb - 1.0) * 100.0 if mb and ma is not None and not problems else None
     tb = [float(x) for x in _l(rb.get("step_times_s")) if num(x) is not None]
     ta = [float(x) for x in _l(ra.get("step_times_s")) if num(x) is not None]
-    ci = bootstrap_change_pct(tb, ta, seed=seed)
-    if ci is not None:
+    ci = None if problems else bootstrap_change_pct(tb, ta, seed=seed)
+    if problems:
+        significant, method = False, NOT_COMPARABLE
+    elif ci is not None:
         significant, method = bool(ci[0] > 0 or ci[1] < 0), "bootstrap over steps"
     else:
         significant, method = _spread_significant(rb, ra), "p10-p90 overlap (no per-step times)"
