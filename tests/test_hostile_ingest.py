@@ -84,7 +84,11 @@ def claimed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, st
         '[[run]]\nworld_size = 1000000000000\npath = "ws2"\n'
     )
     _write_run(root / "name" / "n1000000000000", None)
-    cases = {name: str(root / name) for name in ("world", "rank", "group", "toml", "name")}
+    (root / "digits" / "ws1").mkdir(parents=True)  # past int()'s 4,300-digit limit
+    text = json.dumps(_trace(0, 1)).replace('"world_size": 1', '"world_size": ' + "9" * 5000)
+    (root / "digits" / "ws1" / "host_0.pt.trace.json").write_text(text)
+    names = ("world", "rank", "group", "toml", "name", "digits")
+    cases = {name: str(root / name) for name in names}
     code = (
         "import json, sys, time\n"
         "from hostile_ingest_cases import _cli\n"
@@ -106,6 +110,7 @@ def claimed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, st
     [
         ("world", "distributedInfo.world_size 1000000000 is beyond the ceiling"),
         ("rank", "distributedInfo.rank 1000000000000 is beyond the ceiling"),
+        ("digits", "distributedInfo.world_size of 20 digits or more is beyond the ceiling"),
     ],
 )
 def test_claimed_world_size_and_rank_are_one_line_exit_3(claimed, case, field):

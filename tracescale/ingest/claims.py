@@ -24,11 +24,16 @@ MAX_WORLD_SIZE = 1 << 20
 MAX_GROUP_MEMBERS = 1 << 21
 
 
+def _shown(value: int) -> str:
+    """A claimed number as an error line shows it: a 5,000-digit claim stays one short line."""
+    return str(value) if value < 10**19 else "of 20 digits or more"
+
+
 def check_world_size(value: int, *, path: str, field: str) -> int:
     """``value`` when it is a possible world size, else InvalidTraceError naming ``field``."""
     if value > MAX_WORLD_SIZE:
         raise InvalidTraceError(
-            f"{field} {value} is beyond the ceiling of {MAX_WORLD_SIZE} ranks "
+            f"{field} {_shown(value)} is beyond the ceiling of {MAX_WORLD_SIZE} ranks "
             "(a corrupt number, not a job)",
             path=path,
         )
@@ -39,7 +44,7 @@ def check_rank(value: int, *, path: str, field: str) -> int:
     """``value`` when it is a possible rank (below :data:`MAX_WORLD_SIZE`), else an error."""
     if value >= MAX_WORLD_SIZE:
         raise InvalidTraceError(
-            f"{field} {value} is beyond the ceiling of {MAX_WORLD_SIZE} ranks "
+            f"{field} {_shown(value)} is beyond the ceiling of {MAX_WORLD_SIZE} ranks "
             "(a corrupt number, not a rank)",
             path=path,
         )

@@ -120,11 +120,23 @@ def sniff(path: str, *, strict: bool) -> FileHead:
     m = _DIST_RE.search(head)
     if m:
         body = m.group(1)
-        if (r := _RANK_RE.search(body)) is not None and int(r.group(1)) >= 0:
-            rank = int(r.group(1))
-        if (w := _WS_RE.search(body)) is not None and int(w.group(1)) > 0:
-            world = int(w.group(1))
+        if (r := _RANK_RE.search(body)) is not None and _claimed(r.group(1)) >= 0:
+            rank = _claimed(r.group(1))
+        if (w := _WS_RE.search(body)) is not None and _claimed(w.group(1)) > 0:
+            world = _claimed(w.group(1))
     return FileHead(path, size, rank, world, error=err, pids=pids)
+
+
+#: Stands for any claimed number of more than 19 digits (int() refuses over 4,300 of them).
+HUGE_CLAIM = 10**19
+
+
+def _claimed(digits: bytes) -> int:
+    """A number the head claims; past 19 digits :data:`HUGE_CLAIM` (beyond every ceiling)."""
+    negative = digits.startswith(b"-")
+    if len(digits.lstrip(b"-0")) <= 19:
+        return int(digits)
+    return -1 if negative else HUGE_CLAIM
 
 
 def _name_rank(path: str) -> int | None:
