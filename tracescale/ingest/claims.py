@@ -51,6 +51,23 @@ def check_rank(value: int, *, path: str, field: str) -> int:
     return value
 
 
+#: Largest ProfilerStep number read: 18 digits (int64 holds them; more is no step count).
+MAX_STEP_DIGITS = 18
+
+
+def step_number(digits: str, *, path: str) -> int:
+    """The number of a ``ProfilerStep#N`` name; beyond 18 digits an error naming the field
+    (numpy's int64 step column cannot hold it, and int() refuses past 4,300 digits)."""
+    if len(digits.lstrip("0")) > MAX_STEP_DIGITS:
+        shown = digits if len(digits) <= 24 else digits[:20] + "..."
+        raise InvalidTraceError(
+            f"ProfilerStep#{shown} has a step number beyond {MAX_STEP_DIGITS} digits "
+            "(a corrupt number, not a step)",
+            path=path,
+        )
+    return int(digits)
+
+
 def missing_ranks(present: Iterable[int], world: int, show: int = 10) -> tuple[int, list[int]]:
     """(how many of ranks 0..world-1 are absent, the first ``show`` of them).
 

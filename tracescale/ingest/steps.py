@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from tracescale.errors import UsageError
 from tracescale.ingest import step_markers
+from tracescale.ingest.claims import step_number
 from tracescale.ingest.trace import I64, RankTrace
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -100,7 +101,9 @@ def find_steps(trace: RankTrace, marker: str | None = None) -> StepWindows:
     starts: list[int] = []
     ends: list[int] = []
     step_names = {
-        i: int(m.group(1)) for i, s in enumerate(trace.strings) if (m := _STEP_RE.match(s))
+        i: step_number(m.group(1), path=trace.meta.path)
+        for i, s in enumerate(trace.strings)
+        if (m := _STEP_RE.match(s))
     }
     if user is not None:
         step_names = {}
