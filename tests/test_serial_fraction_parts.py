@@ -91,9 +91,14 @@ def sim_results(tmp_path_factory: pytest.TempPathFactory) -> Results:
         params = SimParams(**over) if pattern == "ddp" else pattern_params(pattern, over)  # type: ignore[arg-type]
         where = root / name
         truth = simulate(list(sizes), where, pattern=pattern, params=params, steps=4, seed=1)
-        entry = analyze(where, jobs=1, no_cache=True).studies[0]
-        out[name] = (entry, truth)
+        study = analyze(where, jobs=1, no_cache=True)
+        out[name] = (study.studies[0], truth)
+        RENDERED[name] = study.render("markdown")
     return out
+
+
+#: name -> the study rendered as markdown (filled by the fixture)
+RENDERED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", sorted(SIM_CASES))
@@ -139,3 +144,16 @@ def test_independent_studies_within_two_points(tmp_path: Path, name: str) -> Non
     worst = max(CATEGORIES, key=lambda c: abs(got[c] - want[c]))
     assert abs(got[worst] - want[worst]) <= TOLERANCE, (worst, got, want)
     assert sum(got.values()) == pytest.approx(entry["scaling"]["serial_fraction"]["total"])
+
+
+def test_the_report_prints_the_replayed_parts_and_not_the_closed_form(
+    sim_results: Results,
+) -> None:
+    entry, _ = sim_results["launch_bound"]
+    sf = entry["scaling"]["serial_fraction"]
+    text = RENDERED["launch_bound"]
+    serial = text[text.index("Serial fraction (the part") :]
+    serial = serial[: serial.index("Per-category models")]
+    for c in ("compute", "host", "dataloader", "sync"):
+        assert f"{sf['by_category'][c] * 100:.1f}%" in serial, c
+    assert "closed" not in serial.lower()
