@@ -232,8 +232,8 @@ def memory_budget_option() -> Callable[[F], F]:
         default=DEFAULT_MEMORY_BUDGET_GB,
         show_default=True,
         metavar="GB",
-        help=f"Largest decompressed trace file accepted, in GB, above 0 to "
-        f"{MEMORY_BUDGET_MAX_GB:,.0f} (bounds memory per worker).",
+        help=f"Largest decompressed trace file accepted (GB, at most "
+        f"{MEMORY_BUDGET_MAX_GB:,.0f}): bounds memory per worker.",
     )
 
 
