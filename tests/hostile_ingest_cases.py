@@ -242,8 +242,9 @@ def byte_file_names(names: list[bytes], empty: bool) -> None:
             with open(os.path.join(run, name + b".json"), "wb") as fh:
                 fh.write(b"" if empty and k == 0 else trace)
         root = os.fsdecode(os.path.join(os.fsencode(tmp), b"study"))
-        code, err = _cli(["inspect", root, "--format", "json"])
-        _check_refusal(code, err)
+        for fmt in ("table", "json"):
+            code, err = _cli(["inspect", root, "--format", fmt])
+            _check_refusal(code, err)
         code, err = _cli(["annotate", root, "-o", os.path.join(tmp, "ann"), "-j1", "--no-cache"])
         _check_refusal(code, err)
 

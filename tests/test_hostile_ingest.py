@@ -241,6 +241,7 @@ def test_non_utf8_names_analyze_compare_annotate(odd_named, tmp_path):
         ["compare", odd, plain, "-j1", *cache],
         ["annotate", odd, "-o", str(tmp_path / "ann"), "-j1", *cache],
         ["inspect", odd, "--format", "json"],
+        ["inspect", odd],
     ):
         code, err = _cli(argv)
         assert code == 0, (argv, err)
