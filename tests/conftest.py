@@ -84,3 +84,24 @@ def write_trace(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def analyzed_doc():
+    """Function: a study directory's document (``analyze(path, jobs=1).to_dict()``), computed
+    once per test process and shared by every module that renders the same shipped or real
+    studies. Each call hands out its own deep copy, so a test that edits one edits no other's."""
+    import copy
+    from pathlib import Path
+
+    from tracescale.pipeline import analyze
+
+    docs: dict[str, dict] = {}
+
+    def get(path) -> dict:
+        key = str(Path(path).resolve())
+        if key not in docs:
+            docs[key] = analyze(key, jobs=1).to_dict()
+        return copy.deepcopy(docs[key])
+
+    return get

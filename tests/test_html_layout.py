@@ -37,13 +37,6 @@ FIXTURE = ROOT / "tests" / "fixtures" / "study_strong.json"
 PROBE = "<script>" + (Path(__file__).parent / "layout_probe.js").read_text() + "</script>"
 
 
-def _analyze(path: Path) -> dict[str, Any]:
-    from tracescale.pipeline import analyze
-
-    doc: dict[str, Any] = analyze(str(path), jobs=1).to_dict()
-    return doc
-
-
 def _chrome(browser: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [browser, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
@@ -105,16 +98,18 @@ def check_page(
 
 
 @pytest.fixture(scope="module")
-def sample_docs() -> dict[str, dict[str, Any]]:
-    return {name: _analyze(ROOT / "sample_traces" / name) for name in SAMPLES}
+def sample_docs(analyzed_doc) -> dict[str, dict[str, Any]]:
+    _chromium()  # skip (or fail in CI) before analyzing what no browser will draw
+    return {name: analyzed_doc(ROOT / "sample_traces" / name) for name in SAMPLES}
 
 
 @pytest.fixture(scope="module")
-def shared_docs() -> dict[str, dict[str, Any]]:
+def shared_docs(analyzed_doc) -> dict[str, dict[str, Any]]:
+    _chromium()  # skip (or fail in CI) before analyzing what no browser will draw
     root = ROOT.parent / "shared" / "traces"
     if not root.is_dir():
         pytest.skip(f"real traces not found at {root} (they sit beside the checkout in CI)")
-    return {name: _analyze(root / name) for name in SHARED}
+    return {name: analyzed_doc(root / name) for name in SHARED}
 
 
 @pytest.fixture
@@ -150,6 +145,7 @@ def test_real_study_charts_have_no_overlapping_or_clipped_text(
 )
 def test_compare_charts_real_pairs(
     shared_docs: dict[str, dict[str, Any]],
+    analyzed_doc,
     name: str,
     pair: tuple[str, str],
     tmp_path: Path,
@@ -159,7 +155,7 @@ def test_compare_charts_real_pairs(
 
     browser = _chromium()
     root = ROOT.parent / "shared" / "traces"
-    before, after = (shared_docs.get(p) or _analyze(root / p) for p in pair)
+    before, after = (analyzed_doc(root / p) for p in pair)
     doc = compare_docs(before, after, match="any")
     check_page(browser, render_compare(doc, "html"), f"compare_{name}", tmp_path, shots, 1)
 

@@ -34,24 +34,17 @@ FIXTURE = ROOT / "tests" / "fixtures" / "study_strong.json"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _analyze(path: Path) -> dict[str, Any]:
-    from tracescale.pipeline import analyze
-
-    doc: dict[str, Any] = analyze(str(path), jobs=1).to_dict()
-    return doc
+@pytest.fixture(scope="module")
+def sample_docs(analyzed_doc) -> dict[str, dict[str, Any]]:
+    return {name: analyzed_doc(ROOT / "sample_traces" / name) for name in SAMPLES}
 
 
 @pytest.fixture(scope="module")
-def sample_docs() -> dict[str, dict[str, Any]]:
-    return {name: _analyze(ROOT / "sample_traces" / name) for name in SAMPLES}
-
-
-@pytest.fixture(scope="module")
-def shared_docs() -> dict[str, dict[str, Any]]:
+def shared_docs(analyzed_doc) -> dict[str, dict[str, Any]]:
     root = ROOT.parent / "shared" / "traces"
     if not root.is_dir():
         pytest.skip(f"real traces not found at {root} (they sit beside the checkout in CI)")
-    return {name: _analyze(root / name) for name in SHARED}
+    return {name: analyzed_doc(root / name) for name in SHARED}
 
 
 def _keep(folder: Path, name: str, text: str) -> None:
@@ -127,22 +120,17 @@ PAIRS = {
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_real_compare_fits_the_terminal(
-    shared_docs: dict[str, dict[str, Any]], width: int, pair: str, artifacts_dir: Path
+    shared_docs: dict[str, dict[str, Any]], analyzed_doc, width: int, pair: str, artifacts_dir: Path
 ) -> None:
     from tracescale.comparison import compare_docs
 
-    before, after = (_shared_doc(shared_docs, name) for name in PAIRS[pair])
+    root = ROOT.parent / "shared" / "traces"
+    before, after = (analyzed_doc(root / name) for name in PAIRS[pair])
     text = render_compare(compare_docs(before, after, match="any"), "table", width=width)
     _keep(artifacts_dir, f"compare_{pair}_{width}", text)
     squeezed = _squeeze(_check_width(text, width))
     assert "Verdict" in squeezed and "Step time (mean per step)" in squeezed
     assert "Ops that changed most (per step, after − before)" in squeezed
-
-
-def _shared_doc(docs: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
-    if name not in docs:
-        docs[name] = _analyze(ROOT.parent / "shared" / "traces" / name)
-    return docs[name]
 
 
 def test_wide_layout_keeps_every_run_in_one_table(sample_docs: dict[str, dict[str, Any]]) -> None:
