@@ -279,6 +279,20 @@ def test_gzip_members_are_read_fully(tmp_path):
     assert a.events.start.tolist() == b.events.start.tolist()
 
 
+def test_a_head_in_many_small_gzip_members_is_sniffed_whole(tmp_path):
+    """bgzip-style members smaller than the head: discovery reads on through them, as the full
+    read does (it took the first member alone for the head and rejected the file)."""
+    data = _json_bytes(_trace(0, 2))
+    run = tmp_path / "ws2"
+    run.mkdir()
+    blocks = [data[i : i + 7] for i in range(0, len(data), 7)]
+    (run / "r0.json.gz").write_bytes(b"".join(gzip.compress(b) for b in blocks))
+    [study] = discover(str(run))
+    [rank_file] = study.runs[0].groups[0].files
+    assert study.runs[0].world_size == 2 and rank_file.rank_from == "distributedInfo"
+    assert len(load_trace(rank_file.path).events) == 8
+
+
 def test_two_traces_in_one_gzip_file_are_refused(tmp_path):
     """Two members each a whole trace: read fully, the file is no JSON document (exit 3 one
     line), never the first trace alone with exit 0."""

@@ -65,8 +65,14 @@ def _head_bytes(path: str) -> bytes:
             raw = fh.read(_HEAD)
     if raw[:2] != b"\x1f\x8b":
         return raw
-    try:
-        return zlib.decompressobj(wbits=31).decompress(raw, _HEAD)
+    out = b""
+    try:  # through every gzip member (bgzip writes 64 KB ones), as the full read does
+        while True:
+            inflater = zlib.decompressobj(wbits=31)
+            out += inflater.decompress(raw, _HEAD - len(out))
+            raw = inflater.unused_data
+            if len(out) >= _HEAD or not inflater.eof or raw[:2] != b"\x1f\x8b":
+                return out
     except zlib.error as exc:
         raise InvalidTraceError(f"corrupt gzip data ({exc})", path=path) from exc
 
