@@ -172,6 +172,17 @@ def test_world_size_at_the_ceiling_is_a_partial_run_with_a_warning(tmp_path):
     )
 
 
+def test_files_of_different_world_sizes_make_a_short_error(tmp_path):
+    """The error named every file: thousands of rank files made one line of megabytes."""
+    _write_run(tmp_path / "r", 64, ranks=range(40))
+    (tmp_path / "r" / "odd.json").write_text(json.dumps(_trace(0, 8)))
+    with pytest.raises(InvalidTraceError) as info:
+        discover(str(tmp_path / "r"))
+    text = str(info.value)
+    assert "and 39 more (world size 64)" in text and "odd.json (world size 8)" in text
+    assert len(text) < 300
+
+
 def test_group_members_from_progressions_stay_within_the_budget(tmp_path):
     """Many distinct groups each claiming the whole world: members are built for the first
     ones only, up to MAX_GROUP_MEMBERS in all; the rest keep unknown members."""
