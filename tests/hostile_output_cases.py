@@ -4,9 +4,9 @@ Every string field of a saved study gets control characters, escape sequences, l
 bidirectional overrides or a lone surrogate; every numeric field may become NaN, +-inf, 1e308,
 -0.0 or 2^63. ``report`` (table, Markdown, HTML, JSON) and ``compare --fail-on-regression``
 then either work or refuse in one line (exit 3); a rendered text never holds a raw control
-character; JSON stays strict; the gate never passes on a run with no step time. Run by
-test_hostile_output_fuzz.py in a child under an address-space cap, so a blow-up fails the test
-instead of the machine.
+character (JSON escapes them, keeping each name exact); JSON stays strict; the gate never
+passes on a run with no step time. Run by test_hostile_output_fuzz.py in a child under an
+address-space cap, so a blow-up fails the test instead of the machine.
 
 Usage: ``python tests/hostile_output_cases.py``; exit 0 when every property held.
 """
@@ -107,7 +107,7 @@ def _check(code: int, out: str, err: str, fmt: str, codes: set[int]) -> None:
     assert "internal error" not in err and "Traceback" not in err, err
     if code != 0 and code != 1:
         return
-    if fmt in ("table", "markdown"):
+    if fmt in ("table", "markdown", "json"):
         raw = {c for c in out if c in FORBIDDEN and c != "\n"}
         assert not raw, (fmt, raw)
     if fmt == "json":

@@ -92,6 +92,14 @@ def test_markdown_shows_names_inert(doc: dict[str, Any]) -> None:
     assert "\\u202egnp.exe" in text
 
 
+def test_json_keeps_names_exact_with_controls_escaped(doc: dict[str, Any]) -> None:
+    poisoned = _poison(copy.deepcopy(doc))
+    text = Study(doc=poisoned).render("json")
+    assert _raw_controls(text, lines=True) == set()
+    assert "\\u001b]0;pwned\\u0007" in text and "\\u202egnp.exe" in text and "\\u009b31m" in text
+    assert json.loads(text)["studies"][0]["path"] == poisoned["studies"][0]["path"]
+
+
 def test_a_kernel_name_in_the_table_row_exactly(doc: dict[str, Any]) -> None:
     d = copy.deepcopy(doc)
     d["studies"][0]["runs"][0]["top_ops"]["compute"][0]["name"] = "kern\x1b]0;t\x07\u202eX"

@@ -16,7 +16,9 @@ passes names through :func:`clean`, which
 - replaces a lone surrogate (the bytes of a non-UTF-8 file name) with U+FFFD.
 
 Printable text comes back unchanged (and fast: one ``str.isprintable`` check). HTML does not use
-this: it escapes markup itself and a browser does not execute control characters.
+this: it escapes markup itself and a browser does not execute control characters. JSON keeps
+every name exact: :func:`json_escape` writes the characters JSON leaves raw (DEL, C1, the bidi
+controls, U+2028/9) as ``\\uXXXX`` escapes, which parse back to the same string.
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ def clean(text: object) -> str:
     return s.translate(_TABLE)
 
 
-def clean_lines(text: str) -> str:
-    """Several lines, each :func:`clean`: the line breaks are kept, nothing else is."""
-    return "\n".join(clean(line) for line in text.split("\n"))
+#: What ``json.dumps(ensure_ascii=False)`` leaves raw that a terminal acts on (it escapes C0).
+_JSON_RAW = {c: f"\\u{c:04x}" for c in [0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]}
+_JSON_RAW.update({ord(c): f"\\u{ord(c):04x}" for c in BIDI})
+
+
+def json_escape(text: str) -> str:
+    """JSON text with those characters as ``\\uXXXX``: the same document, safe to print.
+
+    Only valid on JSON text: outside strings JSON is ASCII, so every such character is in a
+    string, where the escape means the character itself.
+    """
+    return text.translate(_JSON_RAW)

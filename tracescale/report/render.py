@@ -14,6 +14,7 @@ from typing import Any
 
 from tracescale.errors import UsageError
 from tracescale.report.jsonsafe import finite
+from tracescale.text import json_escape
 
 FORMATS: tuple[str, ...] = ("table", "json", "markdown", "html")
 
@@ -40,8 +41,9 @@ def known_extensions() -> list[str]:
 
 
 def render_json(doc: dict[str, Any]) -> str:
-    """The document itself, indented, strictly valid JSON."""
-    return json.dumps(finite(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    """The document itself, indented, strictly valid JSON (names exact, controls escaped)."""
+    text = json.dumps(finite(doc), indent=2, ensure_ascii=False, allow_nan=False)
+    return json_escape(text) + "\n"
 
 
 def _check(fmt: str) -> None:
