@@ -63,4 +63,5 @@ def test_report_and_small_analyze_skip_scipy_and_numba(tmp_path: Path) -> None:
     )
     assert study.exists() and "numba" not in analyzed  # a small study keeps the typed path
     assert "scipy" not in analyzed  # the fits use scaling.nnls
+    assert "rich" not in analyzed  # only the terminal table loads it, not a JSON file's layout
     assert not _modules_after(["report", str(study)]) & set(HEAVY)

@@ -165,7 +165,7 @@ def pick_format(fmt: str | None, output: str | None) -> str:
 
 def table_style(output: str | None) -> dict[str, Any]:
     """Width and colour of the terminal table: the terminal's own on stdout, plain in files."""
-    from tracescale.report.table import DEFAULT_WIDTH, terminal_width, wants_color
+    from tracescale.report.terminal import DEFAULT_WIDTH, terminal_width, wants_color
 
     if output is None:
         return {"width": terminal_width(sys.stdout), "color": wants_color(sys.stdout)}

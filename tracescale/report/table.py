@@ -11,54 +11,26 @@ hanging indent. Colour is optional and only ever added on top of the plain text.
 from __future__ import annotations
 
 import io
-import os
-import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TextIO
+from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
 from tracescale.report.sections import Block, Section, document_blocks, tool_line
+from tracescale.report.terminal import (  # the width and colour rules, re-exported here too
+    DEFAULT_WIDTH,  # noqa: F401
+    MIN_WIDTH,
+    terminal_width,
+    wants_color,  # noqa: F401
+)
 from tracescale.text import clean
-
-DEFAULT_WIDTH = 120  # files, pipes and notebooks: no terminal to ask
-MIN_WIDTH = 30
 
 _STYLE_TITLE = "bold cyan"
 _STYLE_HEAD = "bold"
-
-
-def terminal_width(stream: TextIO | None = None) -> int:
-    """The width to lay out for: $COLUMNS, else the terminal's, else :data:`DEFAULT_WIDTH`."""
-    env = os.environ.get("COLUMNS", "")
-    if env.isdigit() and int(env) > 0:
-        return max(int(env), MIN_WIDTH)
-    stream = stream if stream is not None else sys.stdout
-    try:
-        if stream.isatty():
-            return max(os.get_terminal_size(stream.fileno()).columns, MIN_WIDTH)
-    except (OSError, ValueError, AttributeError):
-        pass
-    return DEFAULT_WIDTH
-
-
-def wants_color(stream: TextIO | None = None) -> bool:
-    """Colour only on a terminal, never with $NO_COLOR (https://no-color.org) or TERM=dumb."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    if os.environ.get("TERM") == "dumb":
-        return False
-    stream = stream if stream is not None else sys.stdout
-    try:
-        return bool(stream.isatty())
-    except (ValueError, AttributeError):
-        return False
 
 
 @dataclass(frozen=True)
