@@ -236,6 +236,21 @@ def test_a_side_without_gpu_events_is_said(doc: dict[str, Any]) -> None:
     assert compare_docs(doc, doc)["warnings"] == []
 
 
+def test_compare_with_the_gpu_events_stripped_says_so(doc: dict[str, Any], tmp_path: Path) -> None:
+    src = next(RUN.glob("*.json.gz"))
+    trace = json.loads(gzip.decompress(src.read_bytes()))
+    gpu = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") not in gpu]
+    run = tmp_path / "ws1"
+    run.mkdir()
+    (run / src.name).write_bytes(gzip.compress(json.dumps(trace).encode()))
+    c = api.compare(Study(doc=doc), str(run), jobs=1, no_cache=True)
+    assert (
+        "N=1: the after side has no GPU events (gpu run before, cpu run after): step times "
+        "compare, GPU categories do not"
+    ) in c.doc["warnings"]
+
+
 # --- options validated at the edge, every error one line ------------------------------------
 
 
