@@ -129,6 +129,7 @@ def category_levers(
     for cat in d(last.get("breakdown_s")):
         now = cat_time(last, cat)
         there = t.breakdown.get(cat, 0.0)
+        how_launch = cat == "host" and cat_label(last, cat).startswith("Host launch")
         if cat == "compute":
             fixed = _parallel_part(first, cat, t.world_size, mode) if not single else there
             how = "its part that does not shrink were parallel"
@@ -145,7 +146,10 @@ def category_levers(
                 how_cat = _HOW_COPY
             how = f"it were {how_cat or _HOW.get(cat, 'removed').format(unit=unit.name)}"
         after = t.step_s - there + min(fixed, there)
-        if after <= 0 or there <= fixed:
+        replayed = _graph_gain(study, t.world_size) if how_launch else None
+        if replayed is not None:  # the step replayed with one graph launch: what it buys
+            after = t.step_s / replayed
+        elif after <= 0 or there <= fixed:
             continue
         gain = t.step_s / after
         if gain < MIN_GAIN:
@@ -158,11 +162,44 @@ def category_levers(
         if cat == "communication":
             text += _overlap_clause(last)
         where = f"at {count(t.world_size)}" + (" (projected)" if t.projected else " (measured)")
+        if replayed is not None:
+            how += " (replayed: one CUDA graph launch per step instead of a launch per kernel)"
         text += f". If {how}, steps would be {speedup_text(gain, t.step_s, after)} {where}."
         if single and cat != "compute":
             text += _assumed_clause(study, cat, first)
         out.append((gain, Finding(text=text, category=cat, value=gain, kind="lever")))
+    if not any(f["category"] == "host" for _, f in out):
+        out += _graph_lever(study, t, count(n_last))
     return out
+
+
+def _graph_lever(study: dict[str, Any], t: Target, measured_at: str) -> list[tuple[float, Finding]]:
+    """The CUDA-graph lever where launch time shows in no category at the measured N (the
+    launches hide under device work there) but the replay at the target says a graph buys
+    at least :data:`MIN_GAIN`: kernels shrink below the launch rate as N grows."""
+    gain = _graph_gain(study, t.world_size)
+    if gain is None or gain < MIN_GAIN or t.step_s <= 0:
+        return []
+    where = f"at {unit_of(study).of(t.world_size)}" + (" (projected)" if t.projected else "")
+    text = (
+        f"Kernel launches: the step replayed with one CUDA graph launch per step instead of a "
+        f"launch per kernel would be {speedup_text(gain, t.step_s, t.step_s / gain)} {where}; "
+        f"at {measured_at} the launches still hide under device work, but the kernels shrink "
+        "below the launch rate. Capture the step with CUDA graphs or "
+        'torch.compile(mode="reduce-overhead"), or fuse kernels for more work per launch.'
+    )
+    return [(gain, Finding(text=text, category="host", value=gain, kind="lever"))]
+
+
+def _graph_gain(study: dict[str, Any], n: int) -> float | None:
+    """What one CUDA graph launch per step buys at ``n``: the step replayed with its kernel
+    launches captured (``replay.graph_capture``); None without a replay at ``n``."""
+    graph = d(d(d(study.get("scaling")).get("replay")).get("cuda_graph"))
+    for p in graph.get("points") or []:
+        gain = num(p.get("speedup")) or 0.0
+        if int(p.get("world_size", -1)) == n and gain > 0:
+            return gain
+    return None
 
 
 def variability_lever(

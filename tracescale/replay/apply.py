@@ -14,6 +14,7 @@ import numpy as np
 from tracescale.categories import CATEGORIES
 from tracescale.replay.cycles import bootstrap_mean, weighted_mean
 from tracescale.replay.delays import DelayModel
+from tracescale.replay.graph_capture import graph_capture_gain
 from tracescale.replay.project import ReplayStudy, tier_warning
 from tracescale.replay.run import RunReplay
 from tracescale.replay.scenario import scenario_study, unreplayable
@@ -346,4 +347,6 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             ),
         ],
     }
+    # what one CUDA graph launch per step would buy (the launch-bound lever reads it)
+    scaling["replay"]["cuda_graph"] = graph_capture_gain(study, [base_n, *targets])
     return warnings
