@@ -117,7 +117,9 @@ def _replay(
         rd["replay_error"] = rr.replay_error
         rd["replay_rank"] = rank
         replays.append(rr)
-    usable = [r for r in replays if r.kind == "gpu"]
+    # A GPU study replays its GPU runs; a CPU-only (gloo) one its CPU runs, whose host-side
+    # collectives are graph nodes with the same alpha-beta laws.
+    usable = [r for r in replays if r.kind == "gpu"] or replays
     if len(usable) >= 2 and usable[-1].world_size == runs[-1].world_size:
         gpn = opts.gpus_per_node or default_gpus_per_node(usable, [p for p in runs[-1].paths])
         study = fit_replay(
@@ -129,11 +131,9 @@ def _replay(
         notes.extend(apply_replay(sdict, study))
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     else:
-        why = (
-            "a CPU-only study is projected by the closed form"
-            if replays and not usable
-            else "no replay of the largest run and another"
-        )
+        why = "no replay of the largest run and another"
+        sdict["projections_source"] = "closed_form"
+        sdict["projections_source_reason"] = why
         for entry in sdict.get("what_if", []):
             entry.setdefault("projections_source", "closed_form")
             entry.setdefault("projections_source_reason", why)

@@ -210,6 +210,7 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     base_n = int(scaling["baseline_world_size"])
     t_base = float(points[0]["step_time_s"]) * _cycle_factor(study, base_n)
     warnings: list[str] = []
+    scaling["projections_source"] = "replay"
     base = (t_base, *_base_interval(study, t_base, base_n))
     for key in ("projections", "curve"):
         for p in scaling.get(key, []):
@@ -311,6 +312,15 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
                     "waits inferred)"
                 ]
                 if study.base.graph.inferred_waits
+                else []
+            ),
+            *(
+                [
+                    "host-side (gloo) collectives run on their runloop thread after the main "
+                    "thread enqueues them; a main-thread python gap spanning one's end waits "
+                    f"for it ({study.base.host_waits} waits inferred per run window)"
+                ]
+                if study.base.host_waits
                 else []
             ),
             *(

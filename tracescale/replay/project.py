@@ -152,6 +152,7 @@ class ReplayStudy:
                     terms = self._wait_terms(int(row.position), n, size, hs, dev_scale)
                     late = terms[tail_alt + 1]
                     w = max(late - float(row.systematic) - float(row.rest) * dev_scale, 0.0)
+                    w = w if size > 1 else 0.0  # a group of one waits for no one
                 var_total += w
                 new[i] = t
                 waits[i] = w

@@ -23,6 +23,7 @@ from tracescale.replay.cycles import StepMix, step_mix, step_signature
 from tracescale.replay.engine import replay
 from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph_store import GraphInput, cached_graph_input
+from tracescale.replay.host_comm import host_collective_edges
 from tracescale.replay.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.serial_parts import step_categories
 from tracescale.replay.variability import OffsetPool, arrival_offsets, own_delays
@@ -67,6 +68,8 @@ class RunReplay:
     #: attribution gave to the late rank's category (cross-rank cause); the waits kept in the
     #: step at infinite N take these categories (``ReplayStudy.serial_parts``).
     caused: F64 = field(default_factory=lambda: np.zeros(len(CATEGORIES)))
+    #: Main-thread waits for a host-side (gloo) collective inferred (``replay.host_comm``).
+    host_waits: int = 0
 
     @property
     def kept(self) -> npt.NDArray[np.bool_]:
@@ -156,7 +159,9 @@ def replay_run(
         item = cached_graph_input(cache_dir, path, rank, rules.digest, memory_budget, build)
     else:
         item = build()
-    graph = item.graph
+    graph, host_waits = item.graph, 0
+    if run.kind == "cpu":  # gloo: the runloop threads' collectives tied to the main thread
+        graph, host_waits = host_collective_edges(graph)
     rep = replay(graph)
     replayed = rep.step_time
     by_step = dict(zip(rows["step"].astype(int).tolist(), rows["duration"].tolist(), strict=True))
@@ -228,6 +233,7 @@ def replay_run(
         delay_excess=delay_excess,
         kernels=kernels,
         caused=caused,
+        host_waits=host_waits,
     )
 
 

@@ -1,0 +1,66 @@
+"""CPU-only (gloo) studies are projected by the replay: the runloop threads' collectives are
+tied to the main thread (``replay.host_comm``), the replay gives back every measured run, and
+the projections and the serial fraction say their source is the replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tracescale.api import analyze
+from tracescale.classify.rank import classify_rank
+from tracescale.classify.rules import load_rules
+from tracescale.ingest import load_trace
+from tracescale.ingest.steps import find_steps
+from tracescale.replay.engine import measured_step_times, replay
+from tracescale.replay.graph import build_graph
+from tracescale.replay.host_comm import host_collective_edges
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+@pytest.fixture(scope="module", params=["ddp_cpu_strong", "ddp_cpu_weak"])
+def cpu_study(request: pytest.FixtureRequest) -> dict[str, Any]:
+    doc = analyze(SAMPLES / str(request.param), jobs=1, no_cache=True).to_dict()
+    study: dict[str, Any] = doc["studies"][0]
+    return study
+
+
+def test_cpu_studies_are_projected_by_the_replay(cpu_study: dict[str, Any]) -> None:
+    sc = cpu_study["scaling"]
+    assert {r["world_size"] for r in cpu_study["runs"]} == {1, 2, 4}
+    for run in cpu_study["runs"]:
+        assert run["replay_error"] <= 0.02, run["world_size"]
+    assert sc["projections_source"] == "replay"
+    assert "replay" in sc and sc["replay"]["replay_error"]
+    for p in sc["projections"]:  # the closed form only beside, labelled
+        assert "closed_form_step_time_s" in p
+    assert any("gloo" in a for a in sc["replay"]["assumptions"])
+    if sc["mode"] == "strong":
+        sf = sc["serial_fraction"]
+        assert sf["source"] == "replay"
+        assert sum(sf["by_category"].values()) == pytest.approx(sf["total"], abs=1e-9)
+    assert not any("closed form" in w and "CPU" in w for w in cpu_study["warnings"])
+
+
+def test_a_faster_gloo_collective_shortens_the_replayed_step() -> None:
+    """The graph rewritten for gloo replays its measured timeline exactly, infers the main
+    thread's waits, and halving the collectives' time shortens the step."""
+    path = next((SAMPLES / "ddp_cpu_strong" / "ws2").glob("*.json.gz"))
+    trace = load_trace(str(path))
+    rules = load_rules()
+    coll = classify_rank(trace, rules).collectives
+    raw = build_graph(trace, find_steps(trace), coll, rules)
+    g, waits = host_collective_edges(raw)
+    assert waits >= 1
+    measured = measured_step_times(raw)
+    assert np.allclose(replay(g).step_time, measured, rtol=1e-9)
+    dur = g.dur / 1e9
+    nodes = g.collectives["node"].to_numpy()
+    fast = dur.copy()
+    fast[nodes] *= 0.5
+    gain = measured.mean() - replay(g, fast).step_time.mean()
+    assert gain > 0.01 * measured.mean()
