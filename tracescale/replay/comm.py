@@ -52,6 +52,10 @@ def unmeasured_inter_range() -> str:
     )
 
 
+#: Answers a model remembers before it starts over.
+_MEMO_MAX = 1 << 16
+
+
 @dataclass(frozen=True)
 class CommModel:
     """Fitted alpha-beta per key, the bytes law per type, and what had to be assumed."""
@@ -67,6 +71,12 @@ class CommModel:
     proportional: Mapping[str, bool] = field(default_factory=dict)
     #: process group role -> how its members lie among the ranks (``replay.topology``)
     layouts: Mapping[str, Layout] = field(default_factory=dict)
+    #: transfer times and group sizes already worked out, by their arguments: a projection asks
+    #: for every collective instance of every step, and the instances of one step repeat in
+    #: the next, so 1,500 steps asked the same few questions 500,000 times
+    _memo: dict[tuple[object, ...], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def tier_at(self, group: float, pg: str, ref_n: int, n: int) -> str:
         """Tier at ``n`` ranks of an instance of ``group`` ranks measured at ``ref_n``."""
@@ -75,6 +85,13 @@ class CommModel:
 
     def group_at(self, group: float, pg: str, ref_n: int, n: int) -> float:
         """Size at ``n`` ranks of a group of ``group`` ranks measured at ``ref_n``."""
+        key = ("group", group, pg, ref_n, n)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._remember(key, self._group_at(group, pg, ref_n, n))
+        return hit
+
+    def _group_at(self, group: float, pg: str, ref_n: int, n: int) -> float:
         grows = self.proportional.get(key_role(pg)) if pg else None
         if grows is None:
             grows = group >= ref_n
@@ -119,6 +136,24 @@ class CommModel:
         """Transfer seconds of an instance measured at ``ref_n`` when the world has ``n`` ranks
         (``pg``: its process group, whose size law was measured; ``end``: -1/+1 take every
         alpha-beta at the low/high end of its range)."""
+        key = ("transfer", ctype, algo, nbytes, group, ref_n, n, end, pg)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._remember(key, self._transfer(ctype, algo, nbytes, group, ref_n, n, end, pg))
+        return hit
+
+    def _remember(self, key: tuple[object, ...], value: float) -> float:
+        """Keep ``value`` under ``key``, the memo bounded (distinct instances in every group of
+        a million would otherwise fill it)."""
+        if len(self._memo) >= _MEMO_MAX:
+            self._memo.clear()
+        self._memo[key] = value
+        return value
+
+    def _transfer(
+        self, ctype: str, algo: str, nbytes: float, group: float, ref_n: int, n: int, end: int,
+        pg: str,
+    ) -> float:  # fmt: skip
         if ctype == "barrier":
             return self.barrier_s if group > 1 else 0.0
         g = self.group_at(group, pg, ref_n, n)
