@@ -17,7 +17,13 @@ as its lag. The captured edges are not in the trace; they are read from the time
   it started followed that node;
 - else a node that started within :data:`FORK_WINDOW_NS` (or twice the typical gap) of the
   end of another stream's node of the same launch waited for it (the latest such end);
-- else it follows its stream predecessor, with whatever gap was measured.
+- else it follows its stream predecessor, with whatever gap was measured;
+- the first node on the launch stream after the graph follows the graph's latest-ending node
+  (a capture joins its forked streams before it ends).
+
+A captured wait that never binds at the measured N leaves no mark in the times (a graph
+replay records no ``cudaStreamWaitEvent``), so where it starts to bind at a projected N the
+projection is optimistic (FSDP with gradient accumulation under a graph: +21% at 4x).
 """
 
 from __future__ import annotations
