@@ -87,9 +87,11 @@ def test_removing_a_sync_lets_the_host_run_beside_the_gpu(tmp_path: Path) -> Non
     # no wait: 1 ms, then the 5 ms of host work while the kernel runs (ends at 3.5 ms)
     assert got["sync=0"]["projections"][0]["step_time_s"] == pytest.approx(6e-3, rel=1e-9)
     assert got["compute=0.5"]["projections"][0]["step_time_s"] == pytest.approx(7.25e-3, rel=1e-9)
-    # idle has no node: the combination with it keeps the closed form, and says why
-    assert got["sync=0, compute=0.5, idle=0"]["projections_source"] == "closed_form"
+    # idle has no node: the combination with it is refused, and says why
+    assert got["sync=0, compute=0.5, idle=0"]["projections_source"] == "refused"
+    assert got["idle=0"]["projections"] == [] and got["idle=0"]["serial_fraction"] is None
     assert "idle" in got["idle=0"]["projections_source_reason"]
+    assert got["sync=0"]["serial_fraction_source"] == "replay"
     closed = got["sync=0"]["projections"][0]["closed_form_step_time_s"]
     assert closed != pytest.approx(6e-3)  # the closed form is kept beside, not reported
 

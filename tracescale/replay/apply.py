@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tracescale.categories import CATEGORIES
-from tracescale.replay.cycles import bootstrap_mean, weighted_mean
+from tracescale.replay.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.delays import DelayModel
 from tracescale.replay.graph_capture import graph_capture_gain
 from tracescale.replay.project import ReplayStudy, tier_warning
@@ -132,13 +132,20 @@ def straggler_warning(
 
 
 def _replay_scenario(entry: dict[str, Any], study: ReplayStudy, base_n: int, mode: str) -> None:
-    """A what-if entry's projections through the transformed graph (``scenario``), its
-    speedups over the same scenario replayed at the baseline N; the closed form's step time
-    kept beside each. A scenario the graph cannot express keeps the closed form, with why."""
+    """A what-if entry's projections and serial fraction through the transformed graph
+    (``scenario``), its speedups over the same scenario replayed at the baseline N; the closed
+    form's step time kept beside each, labelled. A scenario the graph cannot express is
+    refused with why: no projection, no serial fraction (one model gives one answer)."""
     factors = {str(k): float(v) for k, v in dict(entry.get("factors") or {}).items()}
     why = unreplayable(factors)
+    entry["closed_form_serial_fraction"] = entry.get("serial_fraction")
     if why is not None:
-        entry["projections_source"] = "closed_form"
+        entry["closed_form_projections"] = [
+            {"world_size": p["world_size"], "step_time_s": p["step_time_s"]}
+            for p in entry.get("projections", [])
+        ]
+        entry.update(projections=[], serial_fraction=None, amdahl_limit=None)
+        entry.update(optimal_world_size=None, projections_source="refused")
         entry["projections_source_reason"] = why
         return
     scen = scenario_study(study, factors)
@@ -146,6 +153,16 @@ def _replay_scenario(entry: dict[str, Any], study: ReplayStudy, base_n: int, mod
     for p in entry.get("projections", []):
         _update(p, scen, (t_base, t_base, t_base), base_n, mode)
     entry["projections_source"] = "replay"
+    t1 = scen.project(1).step_time_s
+    if mode == "strong" and t1 > 0:
+        parts = scen.serial_parts()
+        f = _clamp(sum(parts.values()) / t1)
+        entry["serial_fraction"] = f
+        entry["serial_fraction_by_category"] = {c: parts.get(c, 0.0) / t1 for c in CATEGORIES}
+        entry["amdahl_limit"] = 1.0 / f if f > 0 else None
+        entry["serial_fraction_source"] = "replay"
+    else:  # weak scaling: the category share stands, as for the study itself
+        entry["serial_fraction_source"] = "closed_form"
 
 
 def _clamp(x: float) -> float:
@@ -304,6 +321,7 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             "tier; each collective starts when the slowest of N ranks arrives (E[max] over N "
             "ranks of systematic offset, host delay and device jitter)",
             delay_assumption(study.delays),
+            *resampled_notes(int(r.kept.sum()) for r in study.runs),
             *(
                 [
                     "the trace records no stream wait: the optimizer step waits for every "

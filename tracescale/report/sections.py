@@ -274,6 +274,11 @@ def what_if_section(study: dict[str, Any]) -> Section | None:
     title = "What if (assumed: one run)" if assumed else "What if"
     sec = Section("what_if", title, ["Scenario", *PROJ_HEADERS], left_cols=2)
     closed: list[str] = []
+    refused = [
+        f"{e.get('label') or e.get('scenario') or '?'} ({e.get('projections_source_reason')})"
+        for e in entries
+        if e.get("projections_source") == "refused"
+    ]
     for e in entries:
         name = str(e.get("label") or e.get("scenario") or "?")
         projs = _l(e.get("projections")) if "projections" in e else [e]
@@ -286,6 +291,8 @@ def what_if_section(study: dict[str, Any]) -> Section | None:
         sec.note = " ".join(
             [sec.note or "", "Per-category closed form for: " + "; ".join(closed) + "."]
         ).strip()
+    if refused:
+        sec.note = " ".join([sec.note or "", "Not projected: " + "; ".join(refused) + "."]).strip()
     return sec
 
 
