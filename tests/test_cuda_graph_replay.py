@@ -128,3 +128,19 @@ def test_public_graph_traces_replay_and_count_graph_kernels_as_device_work(
     chained = dev & (g.dep >= 0) & dev[np.clip(g.dep, 0, None)]  # graph nodes after a node
     assert chained.sum() > 0.5 * graphed.sum()
     assert set(np.unique(g.category[chained]).tolist()) <= device_cats
+
+
+def test_hip_graph_launches_chain_as_cuda_ones(tmp_path: Path) -> None:
+    """ROCm writes hipGraphLaunch: the same graph, the same chains."""
+    _study(tmp_path, "ddp,cuda_graph", 3, {"layers": 8})
+    path = next((tmp_path / "ws2").glob("*.json.gz"))
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("name") == "cudaGraphLaunch":
+            e["name"] = "hipGraphLaunch"
+    hip = tmp_path / "hip.json.gz"
+    hip.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    a, b = _graph_of(path), _graph_of(hip)
+    assert np.array_equal(a.dep, b.dep) and np.array_equal(a.lag, b.lag)
+    assert np.array_equal(engine.replay_steps(a), engine.replay_steps(b))
+    assert int((b.lag == 2_000).sum()) > 250
