@@ -109,13 +109,13 @@ def test_unmeasured_inter_node_tier_is_named_and_can_be_supplied() -> None:
     assert any("given inter-node latency 50 us" in w for w in sdoc["warnings"])
 
 
-def test_cpu_study_is_replayed_but_projected_by_the_closed_form() -> None:
+def test_cpu_study_is_replayed_and_projected_by_the_replay() -> None:
     study = analyze(str(ROOT / "sample_traces" / "ddp_cpu_strong"), jobs=1, no_cache=True).studies[
         0
     ]
     for r in study["runs"]:
         assert r["replay_error"] <= 0.02
-    assert "replay" not in study["scaling"]
+    assert study["scaling"]["projections_source"] == "replay"
 
 
 def test_real_8_rank_nccl_trace_replays(shared_traces: Path) -> None:

@@ -242,7 +242,7 @@ class WhatIf:
 
     scenario: str
     factors: Mapping[str, float]
-    serial_fraction: float
+    serial_fraction: float | None  # None: the scenario was refused (the graph cannot express it)
     amdahl_limit: float | None
     optimal_world_size: int | None
     projections: tuple[Projection, ...]
@@ -340,8 +340,13 @@ def synced_with(result: ScalingResult, doc: Mapping[str, Any]) -> ScalingResult:
     )
     by_n = {int(d["world_size"]): d for d in doc.get("projections", [])}
     curve_n = {int(d["world_size"]): d for d in doc.get("curve", [])}
+    scenarios = {str(d.get("scenario")): d for d in doc.get("what_if", [])}
     return replace(
         result,
+        what_if=tuple(
+            _what_if_from(w, scenarios[w.scenario]) if w.scenario in scenarios else w
+            for w in result.what_if
+        ),
         serial_fraction=serial,
         amdahl_limit=doc.get("amdahl_limit"),
         optimal_world_size=doc.get("optimal_world_size"),
@@ -352,5 +357,21 @@ def synced_with(result: ScalingResult, doc: Mapping[str, Any]) -> ScalingResult:
         curve=tuple(
             _projection_from(p, curve_n[p.world_size]) if p.world_size in curve_n else p
             for p in result.curve
+        ),
+    )
+
+
+def _what_if_from(w: WhatIf, d: Mapping[str, Any]) -> WhatIf:
+    """A scenario as the replay rewrote it: its serial fraction and projections, or none
+    where it was refused."""
+    by_n = {int(p["world_size"]): p for p in d.get("projections", [])}
+    sf = d.get("serial_fraction")
+    return replace(
+        w,
+        serial_fraction=None if sf is None else float(sf),
+        amdahl_limit=d.get("amdahl_limit"),
+        optimal_world_size=d.get("optimal_world_size"),
+        projections=tuple(
+            _projection_from(p, by_n[p.world_size]) for p in w.projections if p.world_size in by_n
         ),
     )
