@@ -13,13 +13,14 @@ read the cycle as noise.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph import DEV, Graph
-from tracescale.scaling.blocks import MAX_RESAMPLED, step_blocks
+from tracescale.scaling.blocks import MAX_RESAMPLED, blocks_note, step_blocks
 from tracescale.scaling.quantiles import Z95, student_t95
 
 F64 = npt.NDArray[np.float64]
@@ -198,6 +199,13 @@ def _resampled_means(x: F64, rng: np.random.Generator) -> F64:
     counts = np.bincount(block).astype(np.float64)
     idx = rng.integers(0, len(sums), size=(_BOOT, len(sums)))
     return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+
+
+def resampled_notes(steps: Iterable[int]) -> list[str]:
+    """The assumption the projections' intervals state where a run's bootstrap resampled
+    blocks of steps (``steps``: each run's kept steps); none where every run resampled steps."""
+    note = blocks_note(max(steps, default=0))
+    return [] if note is None else [note]
 
 
 def small_sample_factor(n: int) -> float:
