@@ -25,3 +25,23 @@ def test_a_free_loader_matches_the_simulator_without_one(tmp_path: Path) -> None
     for proj in entry["projections"]:
         n = int(proj["world_size"])
         assert proj["step_time_s"] == pytest.approx(true_step_time(free, "strong", n), rel=0.05)
+
+
+RUN = Path(__file__).resolve().parents[1] / "sample_traces" / "sim_gpu_strong" / "ws1"
+
+
+def test_a_single_run_is_replayed_under_its_assumptions() -> None:
+    """One world size fits no law: the replay takes the stated assumptions per category, so a
+    serial compute (``--assume compute=serial``) keeps the kernels' time at every N."""
+    plain = analyze(RUN, jobs=1, no_cache=True).to_dict()["studies"][0]["scaling"]
+    serial = analyze(RUN, assumptions={"compute": "serial"}, jobs=1, no_cache=True).to_dict()
+    sc = serial["studies"][0]["scaling"]
+    for s in (plain, sc):
+        assert s["projections_source"] == "replay"
+        assert s["serial_fraction"]["source"] == "replay"
+        for p in s["projections"]:  # the closed form's figure only beside, labelled
+            rel = p["step_time_s"] / p["closed_form_step_time_s"] - 1
+            assert abs(rel) < 0.05, (p["world_size"], rel)
+    assert plain["serial_fraction"]["by_category"]["compute"] == 0.0
+    assert sc["serial_fraction"]["by_category"]["compute"] > 0.5
+    assert sc["projections"][-1]["step_time_s"] > 4 * plain["projections"][-1]["step_time_s"]

@@ -130,6 +130,13 @@ def _replay(
         )
         notes.extend(apply_replay(sdict, study))
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
+    elif len(runs) == 1 and len(usable) == 1:  # one run: the laws are the stated assumptions
+        from tracescale.replay.assumed import assumed_study
+
+        study = fit_replay(usable, gpus_per_node=opts.gpus_per_node, validate=False)
+        study = assumed_study(study, str(sdict["mode"]), dict(sdict.get("assumptions") or {}))
+        notes.extend(apply_replay(sdict, study))
+        sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     else:
         why = "no replay of the largest run and another"
         sdict["projections_source"] = "closed_form"
