@@ -22,11 +22,12 @@ FEW_STEPS = 4
 
 
 def write_study(root: Path, units: int, *, steps: int = FEW_STEPS, streams: int = 1,
-                groups: int = 0) -> Path:  # fmt: skip
+                groups: int = 0, ranks: int = 0) -> Path:  # fmt: skip
     """A study folder under ``root`` holding ``units`` units in ``steps`` ProfilerSteps, their
     kernels round-robin on ``streams`` streams and, with ``groups`` > 0, one AllReduce per unit
-    round-robin over that many process groups (two ranks; one rank without)."""
-    ranks = 2 if groups else 1
+    round-robin over that many process groups, in a run of ``ranks`` ranks (default: two with
+    groups, else one)."""
+    ranks = ranks or (2 if groups else 1)
     run = root / f"ws{ranks}"
     run.mkdir(parents=True, exist_ok=True)
     for rank in range(ranks):

@@ -5,9 +5,12 @@ that replaced per-step and per-stream loops give what the loops gave."""
 from __future__ import annotations
 
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
+from tests.linear_work_traces import write_study
+from tracescale.api import analyze
 from tracescale.classify.gpu_metrics import grouped_union_ns, union_ns
 from tracescale.replay.cycles import bootstrap_mean, cycle_period
 from tracescale.replay.graph_device import _latest_launched, _other_stream_end
@@ -130,3 +133,18 @@ def test_grouped_union_is_the_union_per_group() -> None:
         got = grouped_union_ns(start, end, group, n)
         want = [union_ns(start[group == k], end[group == k]) for k in range(n)]
         assert got.tolist() == want
+
+
+def test_many_steps_intervals_say_they_resampled_blocks(tmp_path: Path) -> None:
+    """A trace of more ProfilerSteps than the bootstrap draws over: both intervals (the closed
+    form's and the replay's) say they resampled blocks of steps."""
+    steps = MAX_RESAMPLED + 4
+    write_study(tmp_path, steps, steps=steps)  # ws1
+    write_study(tmp_path, steps, steps=steps, ranks=2)  # ws2: the replay needs two runs
+    doc = analyze(tmp_path, jobs=1, no_cache=True, progress=False).doc
+    (study,) = doc["studies"]
+    boot = study["scaling"]["bootstrap"]
+    assert boot["step_blocks"] == MAX_RESAMPLED
+    assert f"{steps:,} steps" in boot["note"]
+    notes = [a for a in study["scaling"]["replay"]["assumptions"] if "blocks" in a]
+    assert len(notes) == 1 and f"{steps:,} steps" in notes[0]

@@ -93,12 +93,14 @@ def _zhang_stephens(exc: F64, k: int) -> tuple[F64, F64]:
     m = exc.shape[1]
     first = exc[:, max(int(m / 4 + 0.5) - 1, 0)]
     grid = 1.0 - np.sqrt(k / (np.arange(1, k + 1) - 0.5))
-    b = grid[None, :] / (3.0 * np.maximum(first, 1e-300))[:, None] + 1.0 / exc[:, -1:]
+    # Exceedances all zero (equal delays) divide by zero here and their rows come out NaN, as
+    # they did; numpy's warnings about it reached the user's terminal and said nothing to them.
     with np.errstate(divide="ignore", invalid="ignore"):
+        b = grid[None, :] / (3.0 * np.maximum(first, 1e-300))[:, None] + 1.0 / exc[:, -1:]
         xi = np.log1p(-b[:, :, None] * exc[:, None, :]).mean(axis=2)  # (rows, k)
         ll = m * (np.log(-b / xi) - xi - 1.0)
-    ll = np.where(np.isfinite(ll), ll, -np.inf)
-    w = np.exp(ll - ll.max(axis=1, keepdims=True))
+        ll = np.where(np.isfinite(ll), ll, -np.inf)
+        w = np.exp(ll - ll.max(axis=1, keepdims=True))
     w /= w.sum(axis=1, keepdims=True)
     b_post = (w * np.where(np.isfinite(b), b, 0.0)).sum(axis=1)
     shape = np.log1p(-b_post[:, None] * exc).mean(axis=1)
