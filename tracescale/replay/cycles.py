@@ -193,12 +193,12 @@ def _resampled_means(x: F64, rng: np.random.Generator) -> F64:
     the trace has (200 x a million steps was 1.6 GB)."""
     if len(x) <= MAX_RESAMPLED:
         idx = rng.integers(0, len(x), size=(_BOOT, len(x)))
-        return x[idx].mean(axis=1)
+        return np.asarray(x[idx].mean(axis=1), dtype=np.float64)
     block = step_blocks(len(x))
     sums = np.bincount(block, weights=x)
     counts = np.bincount(block).astype(np.float64)
     idx = rng.integers(0, len(sums), size=(_BOOT, len(sums)))
-    return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    return np.asarray(sums[idx].sum(axis=1) / counts[idx].sum(axis=1), dtype=np.float64)
 
 
 def resampled_notes(steps: Iterable[int]) -> list[str]:
