@@ -11,7 +11,9 @@ nothing. Rewritten here:
 - each idle gap of a runloop thread (no enclosing op) runs for no time: the thread is idle,
   not working;
 - each collective there starts no earlier than the end of the main-thread node that ended last
-  before it started, plus the measured distance (its enqueue lag);
+  before it started, plus the measured distance (its enqueue lag); one that waited in the
+  runloop's queue (the thread still busy with an earlier collective after that node ended)
+  starts when the thread is free, after the measured hand-off gap;
 - a main-thread gap outside any op (python time: the innermost op is the step annotation or
   none) that spans a collective's end waits for it: it starts at that end and keeps only its
   measured time after it.
@@ -53,7 +55,8 @@ def host_collective_edges(graph: Graph) -> tuple[Graph, int]:
     release = g.release.copy()
     on_loop = host & np.isin(g.res, runloops)
     idle_group = np.array([name == "gap:" for name in g.groups], dtype=np.bool_)
-    dur[on_loop & (g.kind == GAP) & idle_group[g.group]] = 0
+    idle = on_loop & (g.kind == GAP) & idle_group[g.group]
+    dur[idle] = 0
     colls = np.flatnonzero(on_loop & (g.kind == HCOLL))
     mains = np.flatnonzero(host & (g.res == main))
     mains = mains[np.argsort(end[mains], kind="stable")]
@@ -63,6 +66,7 @@ def host_collective_edges(graph: Graph) -> tuple[Graph, int]:
     dep[colls[ok]] = src
     lag[colls[ok]] = g.start[colls[ok]] - end[src]
     release[colls[ok]] = -(2**62)  # gated by its enqueue, not by its measured start
+    _queued(g, colls[ok], src, idle, dur, lag)
     # main-thread python gaps that span a collective's end wait for it
     waits: dict[int, int] = {}
     by_start = mains[np.argsort(g.start[mains], kind="stable")]
@@ -91,3 +95,28 @@ def host_collective_edges(graph: Graph) -> tuple[Graph, int]:
         order = np.argsort(pos, kind="stable").astype(g.order.dtype)
     out = dataclasses.replace(g, dur=dur, dep=dep, lag=lag, dep2=dep2, release=release, order=order)
     return out, len(waits)
+
+
+def _queued(
+    g: Graph, colls: I64, src: I64, idle: npt.NDArray[np.bool_], dur: I64, lag: I64
+) -> None:
+    """Collectives that waited in their runloop's queue: the thread's previous busy node ended
+    after the enqueue, so the thread, not the enqueue lag, gated the start. Their lag becomes 0
+    and the idle gap before them (the hand-off) keeps its measured time (in place)."""
+    end = g.start + g.dur
+    enq = dict(zip(colls.tolist(), end[src].tolist(), strict=True))
+    for r in np.unique(g.res[colls]).tolist():
+        nodes = np.flatnonzero(g.res == r)
+        nodes = nodes[np.argsort(g.start[nodes], kind="stable")]
+        # per position: the last busy (not idle) node at or before it, -1 none
+        busy_at = np.where(~idle[nodes], np.arange(len(nodes)), -1)
+        last_busy = np.maximum.accumulate(busy_at)
+        for k in range(1, len(nodes)):
+            c = int(nodes[k])
+            b = int(last_busy[k - 1])
+            if c not in enq or b < 0 or end[nodes[b]] <= enq[c]:
+                continue
+            lag[c] = 0
+            q = int(nodes[k - 1])
+            if idle[q]:
+                dur[q] = g.dur[q]
