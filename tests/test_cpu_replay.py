@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.minitrace import MiniTrace
 from tracescale.api import analyze
 from tracescale.classify.rank import classify_rank
 from tracescale.classify.rules import load_rules
@@ -64,3 +65,48 @@ def test_a_faster_gloo_collective_shortens_the_replayed_step() -> None:
     fast[nodes] *= 0.5
     gain = measured.mean() - replay(g, fast).step_time.mean()
     assert gain > 0.01 * measured.mean()
+
+
+ALPHA_US, BYTES_PER_US, NBYTES = 50.0, 1e3, 4_000_000  # per hop, 1 GB/s, the message
+
+
+def _comm_us(n: int) -> float:
+    return 0.0 if n == 1 else 2 * (n - 1) * ALPHA_US + 2 * (n - 1) / n * NBYTES / BYTES_PER_US
+
+
+def _step_us(n: int) -> float:
+    """1 ms loader, 60 ms / N of compute, enqueue, ring AllReduce, 0.1 ms, 2 ms optimizer."""
+    return 1000 + 60_000 / n + 50 + _comm_us(n) + 100 + 2000
+
+
+def _gloo_study(root: Path) -> None:
+    for n in (1, 2, 4):
+        for r in range(n):
+            t = MiniTrace(rank=r, world_size=n)
+            o = 0.0
+            for s in range(5):
+                t.step(s, o, _step_us(n)).dataloader(o, 1000)
+                t.host("aten::mm", o + 1000, 60_000 / n)
+                e = o + 1000 + 60_000 / n
+                if n > 1:
+                    t.host("c10d::allreduce_", e, 50).gloo("gloo:all_reduce", e + 50, _comm_us(n))
+                    t.events[-1]["args"] = {"Input Dims": [[NBYTES // 4]], "Input type": ["float"]}
+                t.annotation("Optimizer.step#SGD.step", e + 150 + _comm_us(n), 2000)
+                o += _step_us(n)
+            t.write(root / f"ws{n}" / f"rank{r}.json")
+
+
+def test_a_gloo_study_is_projected_and_its_serial_fraction_replayed(tmp_path: Path) -> None:
+    """A CPU DDP study with a ring AllReduce on the gloo runloop: the replay projects 8 and 16
+    ranks and gives the serial fraction (loader, enqueue, optimizer over T(1)) exactly."""
+    _gloo_study(tmp_path)
+    doc = analyze(tmp_path, project=[8, 16], jobs=1, no_cache=True).to_dict()
+    sc = doc["studies"][0]["scaling"]
+    assert sc["projections_source"] == "replay"
+    for p in sc["projections"]:
+        n = int(p["world_size"])
+        assert p["step_time_s"] == pytest.approx(_step_us(n) * 1e-6, rel=0.01), n
+    sf = sc["serial_fraction"]
+    assert sf["source"] == "replay"
+    assert sf["total"] == pytest.approx(3150 / _step_us(1), rel=0.01)
+    assert sf["by_category"]["idle"] == pytest.approx(0.0, abs=1e-6)

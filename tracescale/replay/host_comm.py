@@ -57,6 +57,7 @@ def host_collective_edges(graph: Graph) -> tuple[Graph, int]:
     idle_group = np.array([name == "gap:" for name in g.groups], dtype=np.bool_)
     idle = on_loop & (g.kind == GAP) & idle_group[g.group]
     dur[idle] = 0
+    release[idle] = -(2**62)  # an idle gap first on its thread pins nothing
     colls = np.flatnonzero(on_loop & (g.kind == HCOLL))
     mains = np.flatnonzero(host & (g.res == main))
     mains = mains[np.argsort(end[mains], kind="stable")]
