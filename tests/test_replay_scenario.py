@@ -52,11 +52,11 @@ def test_each_node_gets_the_category_classify_gives_its_time(tmp_path: Path) -> 
     ]
 
 
-def test_factors_the_graph_cannot_express_keep_the_closed_form() -> None:
+def test_factors_the_graph_cannot_express_are_refused() -> None:
     assert unreplayable({"compute": 0.5, "dataloader": 0.0, "host": 2.0}) is None
     assert unreplayable({"sync": 0.0, "communication": 0.0}) is None
     assert unreplayable({"sync": 1.0, "idle": 1.0}) is None
-    assert "not part of them" in str(unreplayable({"sync": 0.5}))
+    assert unreplayable({"sync": 0.5}) is None
     assert "no node of its own" in str(unreplayable({"idle": 0.0}))
 
 
@@ -75,7 +75,7 @@ def _sync_study(root: Path) -> None:
             t.write(root / f"{n}gpus" / f"rank{r}.json")
 
 
-def test_removing_a_sync_lets_the_host_run_beside_the_gpu(tmp_path: Path) -> None:
+def test_sync_scales_the_host_time_classify_calls_sync(tmp_path: Path) -> None:
     _sync_study(tmp_path)
     what_if = {"sync": 0.0, "compute": 0.5, "idle": 0.0}
     doc = analyze(tmp_path, project=[4], what_if=what_if, jobs=1, no_cache=True).to_dict()
@@ -84,8 +84,9 @@ def test_removing_a_sync_lets_the_host_run_beside_the_gpu(tmp_path: Path) -> Non
     assert sc["projections"][0]["step_time_s"] == pytest.approx(8.5e-3, rel=1e-9)
     got = {w["scenario"]: w for w in sc["what_if"]}
     assert got["sync=0"]["projections_source"] == "replay"
-    # no wait: 1 ms, then the 5 ms of host work while the kernel runs (ends at 3.5 ms)
-    assert got["sync=0"]["projections"][0]["step_time_s"] == pytest.approx(6e-3, rel=1e-9)
+    # the wait for the kernel is the kernel's time and stays (1 ms + 2.5 ms); the 5 ms of
+    # host work after the sync returns, before the next launch, is sync time and goes
+    assert got["sync=0"]["projections"][0]["step_time_s"] == pytest.approx(3.5e-3, rel=1e-9)
     assert got["compute=0.5"]["projections"][0]["step_time_s"] == pytest.approx(7.25e-3, rel=1e-9)
     # idle has no node: the combination with it is refused, and says why
     assert got["sync=0, compute=0.5, idle=0"]["projections_source"] == "refused"
@@ -93,7 +94,7 @@ def test_removing_a_sync_lets_the_host_run_beside_the_gpu(tmp_path: Path) -> Non
     assert "idle" in got["idle=0"]["projections_source_reason"]
     assert got["sync=0"]["serial_fraction_source"] == "replay"
     closed = got["sync=0"]["projections"][0]["closed_form_step_time_s"]
-    assert closed != pytest.approx(6e-3)  # the closed form is kept beside, not reported
+    assert closed > 0  # the closed form is kept beside, labelled
 
 
 def test_a_free_loader_also_removes_the_waits_for_the_slowest_loader(tmp_path: Path) -> None:

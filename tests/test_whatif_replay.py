@@ -1,5 +1,6 @@
 """What-ifs through the replay checked against the simulator run with that change: the
-data loader freed (``dataloader=0``), at the measured world sizes."""
+data loader freed (``dataloader=0``), the syncs' host time gone (``sync=0``) and both, at the
+measured world sizes."""
 
 from __future__ import annotations
 
@@ -12,19 +13,26 @@ from tracescale.api import analyze
 from tracescale.simulate import SimParams, simulate, true_step_time
 
 
-def test_a_free_loader_matches_the_simulator_without_one(tmp_path: Path) -> None:
+def test_a_free_loader_and_free_syncs_match_the_simulator_without_them(tmp_path: Path) -> None:
     p = replace(SimParams(), layers=4, jitter=0.0)
     simulate([1, 2, 4], tmp_path, steps=5, params=p)
-    doc = analyze(
-        tmp_path, project=[1, 2, 4], what_if={"dataloader": 0.0}, jobs=1, no_cache=True
-    ).to_dict()
-    (entry,) = doc["studies"][0]["scaling"]["what_if"]
-    assert entry["projections_source"] == "replay"
-    assert entry["serial_fraction_source"] == "replay"
-    free = replace(p, dl_serial=0.0, dl_parallel=0.0)
-    for proj in entry["projections"]:
-        n = int(proj["world_size"])
-        assert proj["step_time_s"] == pytest.approx(true_step_time(free, "strong", n), rel=0.05)
+    what_if = {"dataloader": 0.0, "sync": 0.0}
+    doc = analyze(tmp_path, project=[1, 2, 4], what_if=what_if, jobs=1, no_cache=True)
+    entries = {e["scenario"]: e for e in doc.to_dict()["studies"][0]["scaling"]["what_if"]}
+    truth = {
+        "dataloader=0": replace(p, dl_serial=0.0, dl_parallel=0.0),
+        "sync=0": replace(p, sync_stall=0.0),
+        "dataloader=0, sync=0": replace(p, dl_serial=0.0, dl_parallel=0.0, sync_stall=0.0),
+    }
+    assert set(entries) == set(truth)
+    for name, free in truth.items():
+        entry = entries[name]
+        assert entry["projections_source"] == "replay"
+        assert entry["serial_fraction_source"] == "replay"
+        for proj in entry["projections"]:
+            n = int(proj["world_size"])
+            want = true_step_time(free, "strong", n)
+            assert proj["step_time_s"] == pytest.approx(want, rel=0.05), (name, n)
 
 
 RUN = Path(__file__).resolve().parents[1] / "sample_traces" / "sim_gpu_strong" / "ws1"

@@ -11,9 +11,11 @@ waits are attributed to sync or communication, not to data loading). The transfo
 - collective transfers scale with ``communication``; the waits for the slowest rank follow the
   per-rank host delays, which scale with the category of the host pieces they show in (data
   loading for a loader's delays, host for host work);
-- ``sync=0`` removes the host's waits on the device (the calls keep their own time); a sync
-  factor between 0 and 1 has no graph meaning, nor has ``idle`` (time with nothing running):
-  those scenarios keep the closed form, and say so.
+- ``sync`` scales the time classify calls sync: the sync calls' own time and return latency
+  (their wait for the device is the device's time and stays), and the main thread's host
+  pieces after a sync returns until the next launch (classify: host time after a sync's
+  return until the next GPU activity);
+- ``idle`` (time with nothing running) has no node of its own: that scenario is refused.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.replay.delays import DelayModel
-from tracescale.replay.graph import SYNC
+from tracescale.replay.graph import DEV, GAP, SYNC, Graph
 from tracescale.replay.project import ReplayStudy
 from tracescale.replay.tail_fit import GPTail
 
 #: Categories whose nodes a factor rescales directly.
-SCALED = frozenset({"compute", "memcpy", "communication", "dataloader", "reduction", "host"})
+SCALED = frozenset(
+    {"compute", "memcpy", "communication", "dataloader", "reduction", "host", "sync"}
+)
 
 
 def unreplayable(factors: Mapping[str, float]) -> str | None:
@@ -38,12 +42,31 @@ def unreplayable(factors: Mapping[str, float]) -> str | None:
     for cat, f in factors.items():
         if cat in SCALED or f == 1.0:
             continue
-        if cat == "sync" and f == 0.0:
-            continue
-        if cat == "sync":
-            return "the replay can remove the host's waits on the device (sync=0), not part of them"
         return f"{cat} time has no node of its own in the execution graph"
     return None
+
+
+def node_categories(g: Graph) -> np.ndarray:
+    """``Graph.category`` with the main thread's host pieces after a sync returns, until the
+    next launch, as sync (classify's rule for host time after a sync's return)."""
+    cat = g.category.astype(np.int64)
+    if len(g) == 0 or len(g.step_first) == 0 or g.step_first[0] < 0:
+        return cat
+    launch = np.zeros(len(g), dtype=np.bool_)
+    deps = g.dep[g.kind >= DEV]
+    launch[deps[deps >= 0]] = True
+    main = np.flatnonzero(g.res == g.res[g.step_first[0]])
+    main = main[np.argsort(g.start[main], kind="stable")]
+    is_sync = g.kind[main] == SYNC
+    resets = is_sync | launch[main]
+    # per main-thread node: the last sync or launch before it, and whether it was a sync
+    at = np.where(resets, np.arange(len(main)), -1)
+    last = np.maximum.accumulate(np.concatenate([[-1], at[:-1]]))
+    after_sync = (last >= 0) & is_sync[np.clip(last, 0, None)]
+    host = CATEGORIES.index("host")
+    mark = after_sync & ~resets & (g.kind[main] == GAP) & (cat[main] == host)
+    cat[main[mark]] = CATEGORIES.index("sync")
+    return cat
 
 
 def _scaled_tail(t: GPTail | None, f: float) -> GPTail | None:
@@ -85,19 +108,19 @@ def scenario_study(study: ReplayStudy, factors: Mapping[str, float]) -> ReplaySt
     for cat, f in factors.items():
         if cat in SCALED:
             per_category[CATEGORIES.index(cat) + 1] = f
-    f_node = per_category[g.category.astype(np.int64) + 1]
+    cats = node_categories(g) if factors.get("sync", 1.0) != 1.0 else g.category
+    f_node = per_category[cats.astype(np.int64) + 1]
     dur = np.round(g.dur * f_node).astype(np.int64)
-    dep2 = g.dep2
-    if factors.get("sync", 1.0) == 0.0:
-        sync = g.kind == SYNC
-        dep2 = np.where(sync, -1, g.dep2).astype(g.dep2.dtype)
-        dur = np.where(sync, g.fixed, dur)
+    # a sync call's own time and return latency scale; its wait for the device does not
+    is_sync = g.kind == SYNC
+    fixed = np.where(is_sync, np.round(g.fixed * f_node), g.fixed).astype(np.int64)
+    tail = np.where(is_sync, np.round(g.tail * f_node), g.tail).astype(np.int64)
     coll = base.coll.copy()
     f_comm = float(factors.get("communication", 1.0))
     coll["transfer"] = coll["transfer"] * f_comm
     new_base = dataclasses.replace(
         base,
-        graph=dataclasses.replace(g, dur=dur, dep2=dep2),
+        graph=dataclasses.replace(g, dur=dur, fixed=fixed, tail=tail),
         coll=coll,
         delay_excess=base.delay_excess * f_node[base.delay_node],
     )
