@@ -15,6 +15,7 @@ the projection asks for many N.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,6 +54,14 @@ class DelayModel:
     p_values: tuple[float, ...] = ()
     #: Tails fitted above the higher thresholds (``TailChoice.alternatives``).
     alternatives: tuple[GPTail, ...] = ()
+
+    @functools.cached_property
+    def spread(self) -> float:
+        """Width of the middle 80% of the draws (``variability.reaches`` asks it per position)."""
+        if len(self.draws) == 0:
+            return 0.0
+        lo, hi = np.quantile(self.draws, [0.1, 0.9])
+        return float(hi - lo)
 
     def with_tail(self, tail: GPTail | None) -> DelayModel:
         return DelayModel(self.draws, tail)

@@ -37,7 +37,7 @@ from tracescale.replay.laws import CONSTANT, Law, fit_law
 from tracescale.replay.run import RunReplay
 from tracescale.replay.serial_parts import by_cause, step_categories, step_sums, systematic_wait
 from tracescale.replay.topology import INTER, measured_tier
-from tracescale.replay.variability import lateness, reaches
+from tracescale.replay.variability import first_reached, lateness
 
 F64 = npt.NDArray[np.float64]
 #: Smallest relative model error per doubling of N assumed in the intervals: laws fitted on a
@@ -189,12 +189,8 @@ class ReplayStudy:
         # A step's host delay is waited for once: at the first collective it reaches. The
         # representative rank then runs as late as the slowest rank, so later collectives
         # draw only the device jitter (their measured offsets still echo the same delay).
-        reached = [
-            k
-            for k, p in sorted(self.base.offsets.items())
-            if reaches(p, self.delays, host_scale, dev_scale)
-        ]
-        delays = self.delays if reached and position == reached[0] else None
+        first = first_reached(self.base.offsets, self.delays, host_scale, dev_scale)
+        delays = self.delays if position == first else None
         if delays is None:
             n = max(1, min(n, round(group)))
         point = lateness(pool, delays, n, host_scale, dev_scale)

@@ -15,7 +15,8 @@ how far the slowest of N ranks arrives after the mean arrival.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +39,18 @@ class OffsetPool:
     host: F64  # random part explained by the rank's own host delay in that step
     rest: F64  # the remainder (device jitter)
     beta: float = 0.0  # offset per second of the rank's own host delay (host = beta * delay)
+    #: ``_spread(rest * dev_scale)`` by ``dev_scale``: asked for every position each time a
+    #: projection looks for the first one the host delays reach
+    _spreads: dict[float, float] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def rest_spread(self, dev_scale: float) -> float:
+        """Width of the middle 80% of the device jitter at ``dev_scale`` (remembered)."""
+        got = self._spreads.get(dev_scale)
+        if got is None:
+            got = self._spreads[dev_scale] = _spread(self.rest * dev_scale)
+        return got
 
     def offsets(self, host_scale: float, dev_scale: float) -> F64:
         out = self.systematic + self.host * host_scale + self.rest * dev_scale
@@ -171,7 +184,20 @@ def reaches(
     if delays is None:
         return False
     b = pool.beta * host_scale
-    return b * _spread(delays.draws) > max(0.05 * _spread(pool.rest * dev_scale), _NEGLIGIBLE_S)
+    return b * delays.spread > max(0.05 * pool.rest_spread(dev_scale), _NEGLIGIBLE_S)
+
+
+def first_reached(
+    pools: Mapping[int, OffsetPool], delays: DelayModel | None, host_scale: float,
+    dev_scale: float,
+) -> int | None:  # fmt: skip
+    """The first position (in position order) whose arrivals the host delays reach
+    (:func:`reaches`), None where none is: the position where a step's host delay is waited
+    for. Stops at the first, so asking it per position is not a pass over every position."""
+    for k, pool in sorted(pools.items()):
+        if reaches(pool, delays, host_scale, dev_scale):
+            return int(k)
+    return None
 
 
 def lateness(
