@@ -244,12 +244,8 @@ def render_table(doc: list[dict[str, Any]]) -> None:
     from rich.text import Text
 
     from tracescale.report.sections import Section
-    from tracescale.report.table import (
-        lines_to_string,
-        section_lines,
-        terminal_width,
-        wants_color,
-    )
+    from tracescale.report.table import lines_to_string, section_lines
+    from tracescale.report.terminal import terminal_width, wants_color
 
     width = terminal_width(sys.stdout)
     headers = ["rank", "file", "size", "events", "span s", "steps", "GPUs/streams", "collectives"]
