@@ -129,22 +129,34 @@ def _view(values: npt.NDArray[Any]) -> memoryview:
     return np.ascontiguousarray(values).data
 
 
-def step_times(graph: Graph, start: F64, end: F64) -> F64:
-    """Step windows as ingest defines them: host ProfilerStep span extended to the end of the
-    device work it launched, the next step starting no earlier than the previous one ends."""
+def step_windows(
+    graph: Graph, start: npt.NDArray[Any], end: npt.NDArray[Any]
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """Each step's window (first, last) in the units of ``start``/``end`` (float seconds or
+    integer ns): the host ProfilerStep span extended to the end of the device work it
+    launched, the next step starting no earlier than the previous one ends (as ingest does)."""
     k = len(graph.step_first)
-    out = np.zeros(k)
+    floor = -np.inf if np.issubdtype(end.dtype, np.floating) else np.iinfo(end.dtype).min
+    lo = np.zeros(k, dtype=end.dtype)
+    hi = np.zeros(k, dtype=end.dtype)
     dev = graph.kind >= DEV
-    dev_end = np.full(k, -np.inf)
+    dev_end = np.full(k, floor, dtype=end.dtype)
     steps = graph.step[dev]
     ok = steps >= 0
     np.maximum.at(dev_end, steps[ok], end[dev][ok])
-    prev = -np.inf
+    prev = floor
     for i in range(k):
-        s = max(float(start[graph.step_first[i]]), prev)
-        e = max(float(end[graph.step_last[i]]), float(dev_end[i]), s)
-        out[i] = e - s
+        s = max(start[graph.step_first[i]], prev)
+        e = max(end[graph.step_last[i]], dev_end[i], s)
+        lo[i], hi[i] = s, e
         prev = e
+    return lo, hi
+
+
+def step_times(graph: Graph, start: F64, end: F64) -> F64:
+    """Step times (the windows of :func:`step_windows`) from replayed or measured times."""
+    lo, hi = step_windows(graph, start, end)
+    out: F64 = (hi - lo).astype(np.float64)
     return out
 
 

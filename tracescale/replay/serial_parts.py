@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.timeline import CAT, coverage, last_at_or_before, sorted_unique
-from tracescale.replay.engine import Replayed
+from tracescale.replay.engine import Replayed, step_windows
 from tracescale.replay.graph import DEV, SYNC, Graph
 from tracescale.replay.variability import OffsetPool
 
@@ -55,25 +55,6 @@ def _ns(seconds: F64) -> I64:
     return np.rint(np.asarray(seconds, dtype=np.float64) * 1e9).astype(np.int64)
 
 
-def _windows(graph: Graph, start: I64, end: I64) -> tuple[I64, I64]:
-    """Step windows in ns as :func:`tracescale.replay.engine.step_times` draws them."""
-    k = len(graph.step_first)
-    lo = np.zeros(k, dtype=np.int64)
-    hi = np.zeros(k, dtype=np.int64)
-    dev = graph.kind >= DEV
-    dev_end = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
-    steps = graph.step[dev]
-    ok = steps >= 0
-    np.maximum.at(dev_end, steps[ok], end[dev][ok])
-    prev = np.iinfo(np.int64).min
-    for i in range(k):
-        s = max(int(start[graph.step_first[i]]), prev)
-        e = max(int(end[graph.step_last[i]]), int(dev_end[i]), s)
-        lo[i], hi[i] = s, e
-        prev = e
-    return lo, hi
-
-
 def step_categories(graph: Graph, rep: Replayed) -> F64:
     """Seconds per category (columns in ``CATEGORIES`` order) of each replayed step window."""
     k = len(graph.step_first)
@@ -81,7 +62,7 @@ def step_categories(graph: Graph, rep: Replayed) -> F64:
     if k == 0 or len(graph) == 0:
         return out
     start, end = _ns(rep.start), _ns(rep.end)
-    lo, hi = _windows(graph, start, end)
+    lo, hi = step_windows(graph, start, end)
     cat = graph.category if len(graph.category) == len(graph) else np.full(len(graph), -1)
     live = end > start
     dev = (graph.kind >= DEV) & live
