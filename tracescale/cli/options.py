@@ -18,14 +18,15 @@ from typing import Any, TypeVar
 import click
 
 from tracescale.errors import UsageError
+from tracescale.ingest.claims import MAX_WORLD_SIZE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Largest --what-if factor: a category 1000 times slower is far past any question asked of
 #: a trace, and keeps every scaled duration (ns, int64) finite.
 WHAT_IF_MAX = 1000.0
-#: Largest --project world size: the ceiling on a world size a trace may claim (ingest.claims).
-PROJECT_MAX = 1 << 20
+#: Largest --project world size: the ceiling on a world size a trace may claim.
+PROJECT_MAX = MAX_WORLD_SIZE
 #: Largest --steps bound (either sign): a ProfilerStep number fits int32 in every profiler.
 STEPS_MAX = (1 << 31) - 1
 #: Largest --memory-budget, in GB (a petabyte): beyond it the byte count is not an integer.
