@@ -159,7 +159,7 @@ def test_missing_ranks_work_with_the_ranks_present_not_the_claim():
     t = time.perf_counter()
     count, first = missing_ranks([0, 1, 5], 10**18)
     assert count == 10**18 - 3 and first == [2, 3, 4, 6, 7, 8, 9, 10, 11, 12]
-    assert time.perf_counter() - t < 0.1
+    assert time.perf_counter() - t < 5  # a walk of the claim would never end
 
 
 def test_world_size_at_the_ceiling_is_a_partial_run_with_a_warning(tmp_path):
