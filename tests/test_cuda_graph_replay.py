@@ -19,9 +19,9 @@ from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.pipeline import analyze
-from tracescale.replay import engine
-from tracescale.replay import graph as graph_mod
-from tracescale.replay.graph import DEV, Graph, build_graph
+from tracescale.replay.engine import schedule as engine
+from tracescale.replay.graph.build import DEV, Graph, build_graph
+from tracescale.replay.graph import build as graph_mod
 from tracescale.simulate import pattern_params, simulate
 
 #: (pattern, seed, parameter overrides): bases under a graph, gaps from 1 to 3 us

@@ -12,8 +12,8 @@ import numpy as np
 from tests.linear_work_traces import write_study
 from tracescale.api import analyze
 from tracescale.classify.gpu_metrics import grouped_union_ns, union_ns
-from tracescale.replay.cycles import bootstrap_mean, cycle_period
-from tracescale.replay.graph_device import _latest_launched, _other_stream_end
+from tracescale.replay.engine.cycles import bootstrap_mean, cycle_period
+from tracescale.replay.graph.device import _latest_launched, _other_stream_end
 from tracescale.scaling.blocks import MAX_RESAMPLED, blocks_note, step_blocks
 from tracescale.scaling.stats import VALUE_COLS, RunData, aggregate_many, blocked
 

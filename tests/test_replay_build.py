@@ -12,10 +12,11 @@ from tracescale.classify.rank import classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay import compiled as compiled_loops
-from tracescale.replay import engine, graph_host
-from tracescale.replay.graph import build_graph
-from tracescale.replay.graph_host import _kept_leaves, innermost, thread_pieces
+from tracescale.replay.engine import compiled as compiled_loops
+from tracescale.replay.engine import schedule as engine
+from tracescale.replay.graph.build import build_graph
+from tracescale.replay.graph import host as graph_host
+from tracescale.replay.graph.host import _kept_leaves, innermost, thread_pieces
 
 
 def _greedy(s: list[int], e: list[int], cursor: int) -> list[bool]:

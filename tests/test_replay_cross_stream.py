@@ -12,8 +12,8 @@ import pytest
 
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay.engine import replay
-from tracescale.replay.graph import DEV, Graph, build_graph
+from tracescale.replay.engine.schedule import replay
+from tracescale.replay.graph.build import DEV, Graph, build_graph
 
 NO_COLL = pd.DataFrame(columns=["start_ns", "end_ns", "collective", "seq", "group_size"])
 

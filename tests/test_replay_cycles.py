@@ -10,7 +10,7 @@ import pytest
 
 from tests.independent.gen import PATTERNS, build_study
 from tracescale.api import analyze
-from tracescale.replay.cycles import (
+from tracescale.replay.engine.cycles import (
     bootstrap_mean,
     cycle_period,
     rare_kind,

@@ -12,8 +12,8 @@ import pytest
 
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay.engine import replay
-from tracescale.replay.graph import DCOLL, DEV, build_graph
+from tracescale.replay.engine.schedule import replay
+from tracescale.replay.graph.build import DCOLL, DEV, build_graph
 
 #: a and b are collective instances (a device collective ends on every rank together)
 COLL = pd.DataFrame(

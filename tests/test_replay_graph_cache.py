@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import tracescale.replay.run as replay_run_module
+import tracescale.replay.engine.run as replay_run_module
 from tracescale.parallel.entry import EntryError
 from tracescale.pipeline import analyze
-from tracescale.replay.graph_store import decode_graph, encode_graph, graph_key
+from tracescale.replay.graph.store import decode_graph, encode_graph, graph_key
 from tracescale.simulate import pattern_params, simulate
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "sim_gpu_strong"
@@ -105,7 +105,7 @@ def test_graph_key_changes_with_file_and_rank(tmp_path: Path) -> None:
 
 
 def test_stream_index_finds_what_a_scan_finds() -> None:
-    from tracescale.replay.graph_waits import _StreamIndex
+    from tracescale.replay.waits.cross_stream import _StreamIndex
 
     rng = np.random.default_rng(1)
     for n in (1, 2, 7, 60):

@@ -1,4 +1,5 @@
-"""How the replayed ends of each uncertain input make one interval (``replay.intervals``)."""
+"""How the replayed ends of each uncertain input make one interval
+(``replay.uncertainty.intervals``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pytest
 
-from tracescale.replay.intervals import combine_ends
+from tracescale.replay.uncertainty.intervals import combine_ends
 
 
 def test_one_source_keeps_its_own_ends() -> None:

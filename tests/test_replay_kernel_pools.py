@@ -12,8 +12,8 @@ import pytest
 
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay.graph import build_graph
-from tracescale.replay.kernel_pools import (
+from tracescale.replay.graph.build import build_graph
+from tracescale.replay.laws.kernel_pools import (
     NO_OP,
     KernelTables,
     kernel_tables,
@@ -22,7 +22,7 @@ from tracescale.replay.kernel_pools import (
     varying_kernel_laws,
     varying_names,
 )
-from tracescale.replay.laws import fit_law
+from tracescale.replay.laws.nodes import fit_law
 
 NO_COLL = pd.DataFrame(columns=["start_ns", "end_ns", "collective", "seq", "group_size"])
 MM = "kernel-pool:aten::mm"

@@ -16,7 +16,7 @@ from tracescale.classify.rank import classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay.graph import KIND_NAMES, build_graph
+from tracescale.replay.graph.build import KIND_NAMES, build_graph
 from tracescale.replay.scenario import unreplayable
 
 

@@ -13,9 +13,9 @@ import pytest
 from tests.test_replay_cross_stream import _graph, _host, _kernel, _launch
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay.engine import replay
-from tracescale.replay.graph import DEV, Graph, build_graph
-from tracescale.replay.graph_records import _reading
+from tracescale.replay.engine.schedule import replay
+from tracescale.replay.graph.build import DEV, Graph, build_graph
+from tracescale.replay.waits.event_records import _reading
 
 COMM, COMPUTE = 52, 7
 #: the AllReduce below as classify finds it (40-60 us)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracescale.replay.delays import empirical_max, expected_max_sum, pool_delays
-from tracescale.replay.tail_fit import TAIL_SHARES, choose_tail, forward_stop
-from tracescale.replay.variability import delay_assumption
+from tracescale.replay.uncertainty.delays import empirical_max, expected_max_sum, pool_delays
+from tracescale.replay.uncertainty.tail_fit import TAIL_SHARES, choose_tail, forward_stop
+from tracescale.replay.uncertainty.variability import delay_assumption
 
 ONE = np.zeros(1)
 
@@ -72,7 +72,7 @@ def test_too_few_draws_keep_the_draws_alone_without_resampling() -> None:
 def test_many_draws_are_fitted_on_a_bounded_subsample(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long study pools ~100k delays: the fit's temporary grows with rows x draws^1.5
     (4.9 GB at 20k draws before the bound), so every fit sees at most FIT_DRAWS of them."""
-    from tracescale.replay import tail_fit
+    from tracescale.replay.uncertainty import tail_fit
 
     widths: list[tuple[int, int]] = []
     real = tail_fit._zhang_stephens

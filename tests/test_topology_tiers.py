@@ -6,8 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tracescale.replay.comm import fit_comm, group_laws
-from tracescale.replay.topology import INTER, INTRA, Layout, group_layouts, measured_tier, tier_at
+from tracescale.replay.laws.links import fit_comm, group_laws
+from tracescale.replay.laws.topology import (
+    INTER,
+    INTRA,
+    Layout,
+    group_layouts,
+    measured_tier,
+    tier_at,
+)
 from tracescale.scaling.comm import factors
 
 

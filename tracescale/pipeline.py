@@ -80,8 +80,8 @@ def _replay(
 ) -> list[str]:
     """replay_error per run, and projections through the replay of the largest run."""
     from tracescale.replay.apply import apply_replay, default_gpus_per_node
+    from tracescale.replay.engine.run import replay_run, representative_rank
     from tracescale.replay.project import fit_replay
-    from tracescale.replay.run import replay_run, representative_rank
 
     rules = load_rules(opts.rules)
     by_rank: dict[tuple[int, int], str] = {}
@@ -131,7 +131,7 @@ def _replay(
         notes.extend(apply_replay(sdict, study))
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     elif len(runs) == 1 and len(usable) == 1:  # one run: the laws are the stated assumptions
-        from tracescale.replay.assumed import assumed_study
+        from tracescale.replay.laws.assumed import assumed_study
 
         study = fit_replay(usable, gpus_per_node=opts.gpus_per_node, validate=False)
         study = assumed_study(study, str(sdict["mode"]), dict(sdict.get("assumptions") or {}))

@@ -193,7 +193,7 @@ def _graph_lever(study: dict[str, Any], t: Target, measured_at: str) -> list[tup
 
 def _graph_gain(study: dict[str, Any], n: int) -> float | None:
     """What one CUDA graph launch per step buys at ``n``: the step replayed with its kernel
-    launches captured (``replay.graph_capture``); None without a replay at ``n``."""
+    launches captured (``replay.cuda_graph_gain``); None without a replay at ``n``."""
     graph = d(d(d(study.get("scaling")).get("replay")).get("cuda_graph"))
     for p in graph.get("points") or []:
         gain = num(p.get("speedup")) or 0.0

@@ -1,2 +1,3 @@
-"""Replay stage: a rank's trace and its run's collectives -> execution graph -> replayed and
-projected step times (``graph`` -> ``engine`` -> ``laws``/``comm`` -> ``project`` -> ``apply``)."""
+"""Replay stage: a rank's trace and its run's collectives in -> replayed and projected step
+times, serial fraction and what-ifs out (``graph`` + ``waits`` -> ``engine`` -> ``laws`` ->
+``uncertainty`` -> ``project`` -> ``apply``; ``scenario`` and ``cuda_graph_gain`` replay edits)."""

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 
 from tracescale.categories import CATEGORIES
-from tracescale.replay.cycles import bootstrap_mean, resampled_notes, weighted_mean
-from tracescale.replay.delays import DelayModel
-from tracescale.replay.graph_capture import graph_capture_gain
+from tracescale.replay.cuda_graph_gain import graph_capture_gain
+from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
+from tracescale.replay.engine.run import RunReplay
+from tracescale.replay.laws.topology import INTER
 from tracescale.replay.project import ReplayStudy, tier_warning
-from tracescale.replay.run import RunReplay
 from tracescale.replay.scenario import scenario_study, unreplayable
-from tracescale.replay.topology import INTER
-from tracescale.replay.variability import delay_assumption
+from tracescale.replay.uncertainty.delays import DelayModel
+from tracescale.replay.uncertainty.variability import delay_assumption
 
 #: Relative difference between the closed form and the replay that is worth a warning.
 DISAGREE = 0.10
@@ -49,7 +49,7 @@ def _speedup(t_base: float, t: float, base_n: int, n: int, mode: str) -> float:
 
 def _cycle_factor(study: ReplayStudy, base_n: int) -> float:
     """The baseline run's cycle-weighted mean step over its plain mean (its replayed rank's
-    steps; ``replay.cycles``): the projections weigh each phase of a cycle equally, so the
+    steps; ``replay.engine.cycles``): the projections weigh each phase of a cycle equally, so the
     baseline they are divided by must too."""
     for run in study.runs:
         if run.world_size == base_n and run.kept.any():

@@ -26,18 +26,18 @@ import numpy.typing as npt
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
-from tracescale.replay.comm import CommModel, fit_comm, unmeasured_inter_range
-from tracescale.replay.cycles import bootstrap_mean, weighted_mean
-from tracescale.replay.delays import DelayModel, pool_delays
-from tracescale.replay.engine import replay
-from tracescale.replay.graph import DEV, GAP
-from tracescale.replay.intervals import combine_ends
-from tracescale.replay.kernel_pools import varying_kernel_laws
-from tracescale.replay.laws import CONSTANT, Law, fit_law
-from tracescale.replay.run import RunReplay
+from tracescale.replay.engine.cycles import bootstrap_mean, weighted_mean
+from tracescale.replay.engine.run import RunReplay
+from tracescale.replay.engine.schedule import replay
+from tracescale.replay.graph.build import DEV, GAP
+from tracescale.replay.laws.kernel_pools import varying_kernel_laws
+from tracescale.replay.laws.links import CommModel, fit_comm, unmeasured_inter_range
+from tracescale.replay.laws.nodes import CONSTANT, Law, fit_law
+from tracescale.replay.laws.topology import INTER, measured_tier
 from tracescale.replay.serial_parts import by_cause, step_categories, step_sums, systematic_wait
-from tracescale.replay.topology import INTER, measured_tier
-from tracescale.replay.variability import first_reached, lateness
+from tracescale.replay.uncertainty.delays import DelayModel, pool_delays
+from tracescale.replay.uncertainty.intervals import combine_ends
+from tracescale.replay.uncertainty.variability import first_reached, lateness
 
 F64 = npt.NDArray[np.float64]
 #: Smallest relative model error per doubling of N assumed in the intervals: laws fitted on a
@@ -225,7 +225,8 @@ class ReplayStudy:
         per_doubling = max(self._cv_share() / 4.0, self.validation_error, _MIN_ERROR)
         u = per_doubling * doublings
         t_tail = [weighted_mean(self.replayed_steps(n, tail_alt=k), w) for k in (-1, 1)]
-        # the step mix a window without a whole cycle could hide (``replay.cycles.StepMix.ends``)
+        # the step mix a window without a whole cycle could hide
+        # (``replay.engine.cycles.StepMix.ends``)
         t_mix = [weighted_mean(steps, mix) for mix in self.base.mix_weights]
         sources = [
             (float(lo), float(hi)),  # the steps' sampling

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from tracescale.categories import CATEGORIES
-from tracescale.replay.delays import DelayModel
-from tracescale.replay.graph import DEV, GAP, SYNC, Graph
+from tracescale.replay.graph.build import DEV, GAP, SYNC, Graph
 from tracescale.replay.project import ReplayStudy
-from tracescale.replay.tail_fit import GPTail
+from tracescale.replay.uncertainty.delays import DelayModel
+from tracescale.replay.uncertainty.tail_fit import GPTail
 
 #: Categories whose nodes a factor rescales directly.
 SCALED = frozenset(

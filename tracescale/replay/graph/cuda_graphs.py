@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.ingest.trace import RankTrace
-from tracescale.replay.graph_device import QUEUED_NS, WAIT_GAP_NS, CorrIndex
+from tracescale.replay.graph.device import QUEUED_NS, WAIT_GAP_NS, CorrIndex
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]

@@ -28,7 +28,7 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.graph import DEV, GAP, HCOLL, Graph
+from tracescale.replay.graph.build import DEV, GAP, HCOLL, Graph
 
 I64 = npt.NDArray[np.int64]
 

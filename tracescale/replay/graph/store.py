@@ -44,7 +44,7 @@ from tracescale.parallel.entry import (
     read_header,
 )
 from tracescale.parallel.tasks import RankTask
-from tracescale.replay.graph import Graph
+from tracescale.replay.graph.build import Graph
 
 _KIND = "replay-graph"
 _ARRAY_FIELDS = (
@@ -68,20 +68,13 @@ class GraphInput:
 
 @functools.lru_cache(maxsize=1)
 def _graph_source_digest() -> str:
-    root = Path(__file__).parent
+    """Hash of every module that builds a graph (this package and the waits it adds), so a
+    cached graph is rebuilt whenever any of them changes."""
+    replay = Path(__file__).parents[1]
     digest = hashlib.sha256()
-    for name in (
-        "graph.py",
-        "graph_host.py",
-        "graph_device.py",
-        "graph_launch.py",
-        "graph_waits.py",
-        "graph_records.py",
-        "graph_categories.py",
-        "graph_store.py",
-    ):
-        digest.update(name.encode())
-        digest.update((root / name).read_bytes())
+    for path in sorted([*replay.glob("graph/*.py"), *replay.glob("waits/*.py")]):
+        digest.update(path.relative_to(replay).as_posix().encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 

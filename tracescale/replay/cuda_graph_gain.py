@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.graph import CALL, DEV, GAP, Graph
-from tracescale.replay.graph_launch import GRAPH_LAUNCH_CALLS
+from tracescale.replay.graph.build import CALL, DEV, GAP, Graph
+from tracescale.replay.graph.cuda_graphs import GRAPH_LAUNCH_CALLS
 from tracescale.replay.project import ReplayStudy
 
 I64 = npt.NDArray[np.int64]

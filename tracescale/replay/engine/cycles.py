@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.graph import DEV, Graph
+from tracescale.replay.graph.build import DEV, Graph
 from tracescale.scaling.blocks import MAX_RESAMPLED, blocks_note, step_blocks
 from tracescale.scaling.quantiles import Z95, student_t95
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tracescale.categories import CATEGORIES
-from tracescale.replay.laws import Law
+from tracescale.replay.laws.nodes import Law
 from tracescale.replay.project import ReplayStudy
 from tracescale.scaling.fit import single_run_form
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tracescale.ingest.trace import RankTrace
-from tracescale.replay.graph_device import BOOL, I64
+from tracescale.replay.graph.device import BOOL, I64
 
 #: (wait start, record start) -> (waiting stream, producer stream, impossible): the stream of
 #: the next kernel launched after the wait, the stream of the last kernel launched on another

@@ -19,14 +19,14 @@ from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
-from tracescale.replay.cycles import StepMix, step_mix, step_signature
-from tracescale.replay.engine import replay
-from tracescale.replay.graph import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
-from tracescale.replay.graph_store import GraphInput, cached_graph_input
-from tracescale.replay.host_comm import host_collective_edges
-from tracescale.replay.kernel_pools import KernelTables, kernel_tables
+from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
+from tracescale.replay.engine.schedule import replay
+from tracescale.replay.graph.build import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
+from tracescale.replay.graph.host_collectives import host_collective_edges
+from tracescale.replay.graph.store import GraphInput, cached_graph_input
+from tracescale.replay.laws.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.serial_parts import step_categories
-from tracescale.replay.variability import OffsetPool, arrival_offsets, own_delays
+from tracescale.replay.uncertainty.variability import OffsetPool, arrival_offsets, own_delays
 
 F64 = npt.NDArray[np.float64]
 
@@ -62,13 +62,14 @@ class RunReplay:
     delay_node: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     delay_excess: F64 = field(default_factory=lambda: np.zeros(0))
     #: Kernel counts and times per launching op per step (names that vary with N are fitted
-    #: per launching op: ``replay.kernel_pools``).
+    #: per launching op: ``replay.laws.kernel_pools``).
     kernels: KernelTables = field(default_factory=lambda: KernelTables({}, {}))
     #: Per category (``CATEGORIES`` order): seconds per step of the rank's waits the measured
     #: attribution gave to the late rank's category (cross-rank cause); the waits kept in the
     #: step at infinite N take these categories (``ReplayStudy.serial_parts``).
     caused: F64 = field(default_factory=lambda: np.zeros(len(CATEGORIES)))
-    #: Main-thread waits for a host-side (gloo) collective inferred (``replay.host_comm``).
+    #: Main-thread waits for a host-side (gloo) collective inferred
+    #: (``replay.graph.host_collectives``).
     host_waits: int = 0
 
     @property
@@ -78,24 +79,24 @@ class RunReplay:
 
     @functools.cached_property
     def mix(self) -> StepMix:
-        """How the kept steps enter a mean (``replay.cycles.step_mix``), worked out once."""
+        """How the kept steps enter a mean (``replay.engine.cycles.step_mix``), worked out once."""
         return step_mix(step_signature(self.graph, self.kept))
 
     @property
     def weights(self) -> F64:
-        """Per kept step, its weight in the mean step (``replay.cycles``)."""
+        """Per kept step, its weight in the mean step (``replay.engine.cycles``)."""
         return self.mix.weights
 
     @property
     def strata(self) -> npt.NDArray[np.int64] | None:
         """Per kept step, its kind for the bootstrap where the kinds follow a cycle
-        (``replay.cycles.StepMix.strata``); None otherwise."""
+        (``replay.engine.cycles.StepMix.strata``); None otherwise."""
         return self.mix.strata
 
     @property
     def mix_weights(self) -> tuple[F64, ...]:
         """Alternative weights for the interval's ends where the step mix was estimated
-        (``replay.cycles.StepMix.ends``); none otherwise."""
+        (``replay.engine.cycles.StepMix.ends``); none otherwise."""
         return self.mix.ends
 
     @property

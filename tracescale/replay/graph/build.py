@@ -35,11 +35,11 @@ from tracescale.classify.collectives import collective_type, dtype_bytes
 from tracescale.classify.rules import RuleSet, load_rules
 from tracescale.ingest.steps import StepWindows, launch_times
 from tracescale.ingest.trace import RankTrace
-from tracescale.replay.graph_categories import node_categories
-from tracescale.replay.graph_device import CorrIndex, device_columns, launch_lags, syncs
-from tracescale.replay.graph_host import ThreadPieces, step_bounds, thread_pieces
-from tracescale.replay.graph_launch import chain_graph_nodes
-from tracescale.replay.graph_waits import add_joins, cross_stream
+from tracescale.replay.graph.categories import node_categories
+from tracescale.replay.graph.cuda_graphs import chain_graph_nodes
+from tracescale.replay.graph.device import CorrIndex, device_columns, launch_lags, syncs
+from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_pieces
+from tracescale.replay.waits.cross_stream import add_joins, cross_stream
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.graph import DEV, Graph
-from tracescale.replay.laws import Law, fit_law
+from tracescale.replay.graph.build import DEV, Graph
+from tracescale.replay.laws.nodes import Law, fit_law
 
 #: Per-step counts of one name that differ by more than this between runs: the name varies.
 _COUNT_TOLERANCE = 0.05

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.ingest.trace import RankTrace
-from tracescale.replay.graph_device import I64, QUEUED_NS, CorrIndex
-from tracescale.replay.graph_records import record_of_waits
+from tracescale.replay.graph.device import I64, QUEUED_NS, CorrIndex
+from tracescale.replay.waits.event_records import record_of_waits
 
 _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
 _RECORD_CALLS = frozenset({"cudaEventRecord", "hipEventRecord"})

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.tail_fit import FIT_DRAWS, GPTail, choose_tail, refit_tails
+from tracescale.replay.uncertainty.tail_fit import FIT_DRAWS, GPTail, choose_tail, refit_tails
 
 F64 = npt.NDArray[np.float64]
 

@@ -13,9 +13,9 @@ change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constan
 process group's size changes with N is measured per group name over the runs: proportional
 to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves); a group
 seen in one run only grows with N when it spans the world. Its tier follows its members
-(``replay.topology``). The fit is robust: rows far off
+(``replay.laws.topology``). The fit is robust: rows far off
 it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down. Each
-fit carries the ends of alpha's 90% range (``replay.alpha_beta``): the projections replay both,
+fit carries the ends of alpha's 90% range (``replay.laws.alpha_beta``): the projections replay both,
 and where the range is wide (one group size, one message mix) the assumptions say so.
 """
 
@@ -28,9 +28,16 @@ import numpy as np
 import pandas as pd
 
 from tracescale.ingest.groups import key_role
-from tracescale.replay.alpha_beta import AlphaBeta, fit_rows, weak_note
-from tracescale.replay.borrowed_alpha import borrow_alpha
-from tracescale.replay.topology import INTER, INTRA, Layout, group_layouts, measured_tier, tier_at
+from tracescale.replay.laws.alpha_beta import AlphaBeta, fit_rows, weak_note
+from tracescale.replay.laws.borrowed_alpha import borrow_alpha
+from tracescale.replay.laws.topology import (
+    INTER,
+    INTRA,
+    Layout,
+    group_layouts,
+    measured_tier,
+    tier_at,
+)
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH
 
 #: Plausible inter-node link when that tier was never measured and the user gave no figures
@@ -69,7 +76,7 @@ class CommModel:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     #: process group role (description, else name) -> its size grows like N (else it stays)
     proportional: Mapping[str, bool] = field(default_factory=dict)
-    #: process group role -> how its members lie among the ranks (``replay.topology``)
+    #: process group role -> how its members lie among the ranks (``replay.laws.topology``)
     layouts: Mapping[str, Layout] = field(default_factory=dict)
     #: transfer times and group sizes already worked out, by their arguments: a projection asks
     #: for every collective instance of every step, and the instances of one step repeat in

@@ -8,9 +8,9 @@ rank's device work: it scales like the kernels). A rank late at every step (rank
 slow GPU) is systematic: it stays one late rank at any N and keeps its lateness (rank 0's
 reduction does not shrink; a slow rank chosen as the representative carries its own work);
 only the random part is drawn anew for each of N ranks. The host-delay part is drawn from the
-ranks' own delays pooled over every measured run (``replay.delays``: one run holds too few draws
-to see a heavy tail), the device jitter from the largest run's offsets; :func:`lateness` is
-how far the slowest of N ranks arrives after the mean arrival.
+ranks' own delays pooled over every measured run (``replay.uncertainty.delays``: one run
+holds too few draws to see a heavy tail), the device jitter from the largest run's
+offsets; :func:`lateness` is how far the slowest of N ranks arrives after the mean arrival.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pandas as pd
 
 from tracescale.classify.clocks import clock_offsets
 from tracescale.classify.result import RunBreakdown
-from tracescale.replay.delays import DelayModel, expected_max_sum
+from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

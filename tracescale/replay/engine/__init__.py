@@ -1,0 +1,1 @@
+"""A graph and its rescaled durations in -> replayed step times out (one-pass schedule)."""
