@@ -19,6 +19,7 @@ from conftest import require_module
 from tracescale.categories import ANNOTATION_CAT as ANNOTATION
 from tracescale.ingest import decode, fast
 from tracescale.ingest.build import STRING_COLUMNS
+from tracescale.ingest.lenient import load_lenient
 from tracescale.ingest.numbers import slow_parse, us_text_to_ns
 from tracescale.ingest.trace import RankTrace
 from tracescale.simulate import make_params, simulate
@@ -52,7 +53,7 @@ def load_three(path: Path, *, lenient: bool = True) -> tuple[RankTrace, RankTrac
         typed = decode.load_trace(str(path))
     if not lenient:
         return got, typed, None
-    return got, typed, decode._load_lenient(data, str(path), path.stat().st_size)
+    return got, typed, load_lenient(data, str(path), path.stat().st_size)
 
 
 def assert_identical(a: RankTrace, b: RankTrace) -> None:

@@ -15,7 +15,7 @@ from tests.test_classify_rules import US
 from tracescale.classify.rank import classify_rank
 from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import load_rules
-from tracescale.ingest import decode, load_trace
+from tracescale.ingest import load_trace
 from tracescale.ingest.groups import (
     ProcessGroup,
     group_key,
@@ -26,6 +26,7 @@ from tracescale.ingest.groups import (
     members_text,
     parse_ranks,
 )
+from tracescale.ingest.lenient import load_lenient
 from tracescale.pipeline import analyze
 
 CUT = '"[' + ", ".join(map(str, range(30))) + ', ...]"'  # PyTorch's text of a 64-rank group
@@ -130,7 +131,7 @@ def test_table_of_groups_from_one_trace(tmp_path: Path) -> None:
         "1:2,3", "0:0...", "5", "6", "7", "1:2,3",
     ]  # fmt: skip
     # every reader (lenient per-event path included) gives the same texts
-    lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
+    lenient = load_lenient(path.read_bytes(), str(path), path.stat().st_size)
     assert group_table(lenient).groups == table.groups
 
 
@@ -226,7 +227,7 @@ def test_progression_args_complete_a_cut_or_absent_list(tmp_path: Path) -> None:
         "7": "7:0...",
         "9": "9:2-23/3",
     }
-    lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
+    lenient = load_lenient(path.read_bytes(), str(path), path.stat().st_size)
     assert group_table(lenient).groups == table.groups
 
 
@@ -248,7 +249,7 @@ def test_description_read_and_undefined_dropped(tmp_path: Path) -> None:
     path = t.write(tmp_path / "rank0.json")
     table = group_table(load_trace(str(path)))
     assert sorted(g.key for g in table.groups) == ["1(mesh_tp):0,1", "2:0,2"]
-    lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
+    lenient = load_lenient(path.read_bytes(), str(path), path.stat().st_size)
     assert group_table(lenient).groups == table.groups
 
 
@@ -270,5 +271,5 @@ def test_odd_ranks_values_read_as_unknown(tmp_path: Path, value: Any) -> None:
     assert len(texts) == 1  # read as its raw JSON text
     table = group_table(trace)
     assert [g.key for g in table.groups] == ["0"]
-    lenient = decode._load_lenient(path.read_bytes(), str(path), path.stat().st_size)
+    lenient = load_lenient(path.read_bytes(), str(path), path.stat().st_size)
     assert [g.key for g in group_table(lenient).groups] == ["0"]
