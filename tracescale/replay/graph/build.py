@@ -31,11 +31,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from tracescale.classify.collectives import collective_type, dtype_bytes
+from tracescale.classify.collectives import collective_type
 from tracescale.classify.rules import RuleSet, load_rules
 from tracescale.ingest.steps import StepWindows, launch_times
 from tracescale.ingest.trace import RankTrace
 from tracescale.replay.graph.categories import node_categories
+from tracescale.replay.graph.collective_nodes import algo_of as algo_of
+from tracescale.replay.graph.collective_nodes import collective_events, message_bytes
 from tracescale.replay.graph.cuda_graphs import chain_graph_nodes
 from tracescale.replay.graph.device import CorrIndex, device_columns, launch_lags, syncs
 from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_pieces
@@ -63,12 +65,6 @@ _SYNC_CALLS = frozenset(
     }
 )
 _SKIP_DEVICE_CATS = frozenset({"cuda_sync", "gpu_user_annotation"})
-#: NCCL spells algorithm and protocol as upper-case tokens between underscores (or before the
-#: argument list): anchored and case-sensitive, so the "ll" of "AllReduce" is no protocol.
-_ALGO = re.compile(
-    r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)(?=_|\(|$)"
-)
-_PROTO = re.compile(r"_(LL128|LL|SIMPLE)(?=_|\(|$)")
 _STEP_SUFFIX = re.compile(r"#\d+$")
 
 
@@ -114,63 +110,6 @@ class Graph:
         return int(self.kind.shape[0])
 
 
-def algo_of(kernel_name: str) -> str:
-    """``RING_LL`` style label from an NCCL kernel name ('' when it carries none)."""
-    a, p = _ALGO.search(kernel_name), _PROTO.search(kernel_name)
-    return "_".join(x.group(1) for x in (a, p) if x is not None)
-
-
-def _coll_events(ev_start: I64, ev_end: I64, coll: pd.DataFrame) -> I64:
-    """Row of the rank's collective instances whose (start_ns, end_ns) an event has, -1 else
-    (a repeated pair: the last row)."""
-    n = len(ev_start)
-    out = np.full(n, -1, dtype=np.int64)
-    if len(coll) == 0:
-        return out
-    cs = coll["start_ns"].to_numpy(dtype=np.int64)
-    ce = coll["end_ns"].to_numpy(dtype=np.int64)
-    order = np.lexsort((np.arange(len(cs)), ce, cs))
-    cs, ce, rows = cs[order], ce[order], order.astype(np.int64)
-    lo = np.searchsorted(cs, ev_start, side="left")
-    hi = np.searchsorted(cs, ev_start, side="right")
-    one = np.flatnonzero(hi - lo == 1)
-    hit = one[ce[lo[one]] == ev_end[one]]
-    out[hit] = rows[lo[hit]]
-    for i in np.flatnonzero(hi - lo > 1).tolist():  # several instances start together
-        same = np.flatnonzero(ce[lo[i] : hi[i]] == ev_end[i])
-        if len(same):
-            out[i] = rows[lo[i] + same[-1]]
-    return out
-
-
-def _message_bytes(trace: RankTrace, events: list[int]) -> list[int]:
-    """Bytes per collective event from max(In, Out) nelems of its record_param_comms source.
-
-    AllGather records the shard as In and the full tensor as Out; ReduceScatter the reverse:
-    the ring moves (g-1)/g of the larger one, so the larger one is the message.
-    """
-    ev = trace.events
-    by_ext: dict[int, int] = {}
-    for i in np.flatnonzero(~ev.is_device & (ev.coll_name >= 0) & (ev.external_id >= 0)).tolist():
-        by_ext[int(ev.external_id[i])] = i
-    corr_ext: dict[int, int] = {}
-    launches = np.flatnonzero(~ev.is_device & (ev.correlation >= 0) & (ev.external_id >= 0))
-    for i in launches.tolist():
-        corr_ext[int(ev.correlation[i])] = int(ev.external_id[i])
-    out: list[int] = []
-    for i in events:
-        src = i
-        if ev.coll_name[i] < 0 or max(ev.in_nelems[i], ev.out_nelems[i]) < 0:
-            ext = int(ev.external_id[i])
-            if ext not in by_ext:
-                ext = corr_ext.get(int(ev.correlation[i]), -1)
-            src = by_ext.get(ext, i)
-        nel = max(int(ev.in_nelems[src]), int(ev.out_nelems[src]))
-        dt = trace.strings[ev.dtype[src]] if ev.dtype[src] >= 0 else "float"
-        out.append(nel * dtype_bytes(dt) if nel >= 0 else -1)
-    return out
-
-
 class _Groups:
     """Law groups numbered in order of first appearance over the nodes, host threads first."""
 
@@ -206,7 +145,7 @@ def build_graph(
     skip_dev = np.array([s in _SKIP_DEVICE_CATS for s in strings], dtype=np.bool_)
     is_sync = np.array([s in _SYNC_CALLS for s in strings], dtype=np.bool_)
     end = ev.start + ev.dur
-    coll_event = _coll_events(ev.start, end, coll)
+    coll_event = collective_events(ev.start, end, coll)
     host = ~ev.is_device
     in_window = (launched >= lo) & (launched < hi)
     leaf = host & in_window & (cat_runtime[ev.cat] | (coll_event >= 0))
@@ -382,7 +321,7 @@ def _freeze(
     del key, has2, d2, real
     coll_nodes = np.flatnonzero(c["coll"] >= 0)
     coll_events = event[coll_nodes].tolist()
-    nbytes = _message_bytes(trace, coll_events)
+    nbytes = message_bytes(trace, coll_events)
     names = [trace.strings[trace.events.name[i]] for i in coll_events]
     collectives = pd.DataFrame(
         {
