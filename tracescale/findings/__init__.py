@@ -20,7 +20,12 @@ from tracescale.findings.common import (
     mean_step,
     speedup_text,
 )
-from tracescale.findings.levers import category_levers, op_levers, variability_lever
+from tracescale.findings.levers import (
+    category_levers,
+    op_levers,
+    replayed_gain,
+    variability_lever,
+)
 from tracescale.report.bounds import optimum_of
 from tracescale.report.fmt import Unit, label, num, secs, unit_of
 
@@ -70,14 +75,33 @@ def _slowdown(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[f
     ]
 
 
-def _stragglers(runs: list[dict[str, Any]], unit: Unit) -> list[tuple[float, Finding]]:
+def _replayed_straggler(
+    study: dict[str, Any], run: dict[str, Any], s: dict[str, Any]
+) -> float | None:
+    """The replay's gain with the straggler's kernels at the median rank's speed, where the
+    straggler is late in compute and is the rank the replay follows at that N."""
+    if s.get("category") != "compute":
+        return None
+    n = int(num(run.get("world_size")) or 0)
+    rep = d(d(study.get("scaling")).get("replay"))
+    if str(d(rep.get("representative_ranks")).get(str(n))) != str(s.get("rank")):
+        return None
+    gain = replayed_gain(study, n, "straggler")
+    return gain if gain is not None and gain > 1.0 else None
+
+
+def _stragglers(
+    study: dict[str, Any], runs: list[dict[str, Any]], unit: Unit
+) -> list[tuple[float, Finding]]:
     """The late rank of the largest run that has one, and what bringing it in line buys.
 
-    Bringing it in line removes its extra own time, and may remove more: the waits it had
-    for others' work (a rank-0 reduction) overlap what the others then do anyway. So the step
-    after is a range: at most the step less its extra time, at least the median rank's own
-    time (its step without waiting for others); the finding says both ends and ranks itself
-    by the cautious one.
+    Where the straggler is late in compute and is the rank the replay follows, the gain is
+    the step replayed with its kernels at the median rank's speed. Otherwise: bringing it in
+    line removes its extra own time, and may remove more: the waits it had for others' work
+    (a rank-0 reduction) overlap what the others then do anyway. So the step after is a
+    range: at most the step less its extra time, at least the median rank's own time (its
+    step without waiting for others); the finding says both ends and ranks itself by the
+    cautious one.
     """
     for run in reversed(runs):
         found = [s for s in lst(run.get("stragglers")) if isinstance(s, dict)]
@@ -91,6 +115,9 @@ def _stragglers(runs: list[dict[str, Any]], unit: Unit) -> list[tuple[float, Fin
             continue
         gain = t / after
         floor = num(s.get("median_own_s"))
+        replayed = _replayed_straggler(study, run, s)
+        if replayed is not None:  # its kernels at the median rank's speed, replayed
+            gain, after, floor = replayed, t / replayed, None
         cat = str(s.get("category")) if s.get("category") else None
         text = (
             f"Rank {s.get('rank')} is a straggler at {unit.of(run.get('world_size'))}: its own "
@@ -110,7 +137,8 @@ def _stragglers(runs: list[dict[str, Any]], unit: Unit) -> list[tuple[float, Fin
             )
         else:
             text += ". In line with the median rank, steps would be "
-            text += f"{speedup_text(gain, t, after)}."
+            text += f"{speedup_text(gain, t, after)}"
+            text += " (replayed with its kernels at the median rank's speed)." if replayed else "."
         return [(gain, Finding(text=text, category=cat, value=gain, kind="straggler"))]
     return []
 
@@ -178,7 +206,7 @@ def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
     mode = str(study.get("mode") or "strong")
     scored = _slowdown(study, runs) + category_levers(study, runs, mode)
     scored += variability_lever(study, runs)
-    scored += op_levers(study, runs, mode) + _stragglers(runs, unit_of(study))
+    scored += op_levers(study, runs, mode) + _stragglers(study, runs, unit_of(study))
     scored += _efficiency(study) + _optimum(study, runs)
     scored.sort(key=lambda sf: -sf[0])
     out = [f for _, f in scored[:limit]]

@@ -1,12 +1,17 @@
 """Levers: per category and per flagged op, how much faster steps get if it is fixed.
 
-A lever is evaluated where the user asked to scale to: the largest requested world size, from
-the study's projection (its per-category step breakdown), so "removing data loading" is the
-step time without the data-loading part of that projection. Categories that are pure overhead
-are removed; compute cannot be removed, so its lever is its part that does not shrink made
-parallel (scaling like ``1/N`` from the first run). A single run cannot be projected without
-assumptions, so its levers are measured at its own N and the projection is added with the
-assumption spelled out.
+A lever is evaluated where the user asked to scale to: the largest requested world size. Its
+gain is the replay's (``scaling.replay.levers``, :mod:`tracescale.replay.levers`): the step
+replayed with the category's nodes removed (data loading, host, sync, reduction, copies; for
+communication its transfers), with every rank arriving as the typical one (variability), or
+with one CUDA graph launch per step (launch-bound host time), over the step replayed as is.
+So removing data loading also removes the waits other ranks had for a stalled loader, and
+hiding a collective that nothing waits for buys nothing. Compute cannot be removed: its lever
+is its part that does not shrink made parallel (scaling like ``1/N`` from the first run), and
+an op's lever its share of its category; a document without the replay's levers (an old
+one) falls back to the projection's per-category breakdown. A single run cannot be
+projected without assumptions, so its levers are measured at its own N and the projection is
+added with the assumption spelled out.
 """
 
 from __future__ import annotations
@@ -130,6 +135,8 @@ def category_levers(
         now = cat_time(last, cat)
         there = t.breakdown.get(cat, 0.0)
         how_launch = cat == "host" and cat_label(last, cat).startswith("Host launch")
+        if cat == "host" and not how_launch and (_graph_gain(study, t.world_size) or 0) >= MIN_GAIN:
+            continue  # launches that hide at the measured N: the CUDA-graph lever says it
         if cat == "compute":
             fixed = _parallel_part(first, cat, t.world_size, mode) if not single else there
             how = "its part that does not shrink were parallel"
@@ -147,8 +154,18 @@ def category_levers(
             how = f"it were {how_cat or _HOW.get(cat, 'removed').format(unit=unit.name)}"
         after = t.step_s - there + min(fixed, there)
         replayed = _graph_gain(study, t.world_size) if how_launch else None
+        removed = None if cat == "compute" else replayed_gain(study, t.world_size, cat)
         if replayed is not None:  # the step replayed with one graph launch: what it buys
             after = t.step_s / replayed
+        elif removed is not None:  # the step replayed without the category
+            if removed <= 1.0:
+                continue
+            after = t.step_s / removed
+            if cat == "communication":
+                how = (
+                    "its transfers took no time (hidden under compute, or cheaper: bucket "
+                    "size, compression, a faster link)"
+                )
         elif after <= 0 or there <= fixed:
             continue
         gain = t.step_s / after
@@ -164,6 +181,10 @@ def category_levers(
         where = f"at {count(t.world_size)}" + (" (projected)" if t.projected else " (measured)")
         if replayed is not None:
             how += " (replayed: one CUDA graph launch per step instead of a launch per kernel)"
+        elif removed is not None:
+            how += " (replayed" + (
+                "; waiting for the slowest rank stays)" if cat == "communication" else ")"
+            )
         text += f". If {how}, steps would be {speedup_text(gain, t.step_s, after)} {where}."
         if single and cat != "compute":
             text += _assumed_clause(study, cat, first)
@@ -191,6 +212,24 @@ def _graph_lever(study: dict[str, Any], t: Target, measured_at: str) -> list[tup
     return [(gain, Finding(text=text, category="host", value=gain, kind="lever"))]
 
 
+def _replayed_levers(study: dict[str, Any], n: int) -> dict[str, Any] | None:
+    """The replay's lever gains at ``n`` (``replay.levers``), None where it has none there."""
+    levers = d(d(d(study.get("scaling")).get("replay")).get("levers"))
+    for p in levers.get("points") or []:
+        if isinstance(p, dict) and int(p.get("world_size", -1)) == n:
+            return d(p.get("levers"))
+    return None
+
+
+def replayed_gain(study: dict[str, Any], n: int, lever: str) -> float | None:
+    """Speedup the replay gives removing ``lever`` (a category, or ``arrival``) at ``n``: 1.0
+    where it replayed ``n`` and found no gain, None where it did not replay ``n``."""
+    levers = _replayed_levers(study, n)
+    if levers is None:
+        return None
+    return num(d(levers.get(lever)).get("speedup")) or 1.0
+
+
 def _graph_gain(study: dict[str, Any], n: int) -> float | None:
     """What one CUDA graph launch per step buys at ``n``: the step replayed with its kernel
     launches captured (``replay.cuda_graph_gain``); None without a replay at ``n``."""
@@ -212,6 +251,9 @@ def variability_lever(
     if not t.projected or var <= 0 or t.step_s - var <= 0:
         return []
     after = t.step_s - var
+    replayed = replayed_gain(study, t.world_size, "arrival")
+    if replayed is not None:  # the step replayed with every rank arriving as the typical one
+        after = t.step_s / replayed
     gain = t.step_s / after
     if gain < MIN_GAIN:
         return []
@@ -220,8 +262,9 @@ def variability_lever(
         f"waits "
         f"{secs(var)} for the slowest rank ({var / t.step_s:.0%} of the step, counted in "
         "communication). If every rank arrived as the typical one does (steadier data "
-        f"loading and per-rank work), steps would be {speedup_text(gain, t.step_s, after)}."
+        f"loading and per-rank work), steps would be {speedup_text(gain, t.step_s, after)}"
     )
+    text += " (replayed)." if replayed is not None else "."
     return [(gain, Finding(text=text, category="communication", value=gain, kind="lever"))]
 
 

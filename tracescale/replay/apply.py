@@ -16,6 +16,7 @@ from tracescale.replay.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.laws.topology import INTER
+from tracescale.replay.levers import lever_gains
 from tracescale.replay.project import ReplayStudy, tier_warning
 from tracescale.replay.scenario import scenario_study, unreplayable
 from tracescale.replay.uncertainty.delays import DelayModel
@@ -343,6 +344,15 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
             ),
             *(
                 [
+                    "the autograd engine's backward thread starts each backward when the main "
+                    "thread hands it over and the main thread's wait in backward() ends when it "
+                    f"is done ({study.base.backward_waits} waits inferred per run window)"
+                ]
+                if study.base.backward_waits
+                else []
+            ),
+            *(
+                [
                     "process group sizes at N: "
                     + ", ".join(
                         f"group {k} {'grows like N' if v else 'stays as measured'}"
@@ -377,4 +387,6 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     }
     # what one CUDA graph launch per step would buy (the launch-bound lever reads it)
     scaling["replay"]["cuda_graph"] = graph_capture_gain(study, [base_n, *targets])
+    # what fixing each category (or every rank's arrival) buys: the findings' levers read it
+    scaling["replay"]["levers"] = lever_gains(study, [base_n, *targets])
     return warnings

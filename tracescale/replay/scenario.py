@@ -108,7 +108,9 @@ def scenario_study(study: ReplayStudy, factors: Mapping[str, float]) -> ReplaySt
     for cat, f in factors.items():
         if cat in SCALED:
             per_category[CATEGORIES.index(cat) + 1] = f
-    cats = node_categories(g) if factors.get("sync", 1.0) != 1.0 else g.category
+    # host time after a sync returns is sync, as classify has it: a host factor leaves it
+    rescaled = {c for c, f in factors.items() if f != 1.0}
+    cats = node_categories(g) if rescaled & {"sync", "host"} else g.category
     f_node = per_category[cats.astype(np.int64) + 1]
     dur = np.round(g.dur * f_node).astype(np.int64)
     # a sync call's own time and return latency scale; its wait for the device does not

@@ -1,0 +1,98 @@
+"""A fitted replay study + world sizes in -> what fixing each lever buys there, replayed.
+
+Why replayed and not a category's share subtracted from the projected breakdown: a step is the
+longest chain through threads, streams and waits. Removing data loading also removes the
+waits of the other ranks for the rank whose loader stalled (attributed to sync or
+communication); hiding a collective behind compute buys nothing where the compute stream
+waits for it anyway; a host gap that overlaps device work costs nothing. Each lever is the
+same graph edit a ``--what-if`` makes (:func:`tracescale.replay.scenario.scenario_study`),
+replayed at each N, so a finding's gain and a what-if's projection are one model's answer.
+
+Levers:
+
+- each category in :data:`LEVER_CATEGORIES` removed (its nodes, and for communication the
+  collective transfers, at zero; the per-rank delays its host pieces carry with it);
+- ``arrival``: every rank arrives at each collective as the typical one does (the waits for
+  the slowest rank, random and systematic, at zero): what steadier data loading and per-rank
+  work would buy;
+- ``straggler``: where the representative rank (the one the others wait for) computes slower
+  than the median rank by :data:`STRAGGLER_MIN` or more, its kernels at the median rank's
+  speed (the laws already divide that factor out; the graph keeps it).
+
+The gain is the ratio of the two replays' mean steps (same durations, same waits otherwise),
+applied to the projection's own step, as for the CUDA-graph lever
+(:mod:`tracescale.replay.cuda_graph_gain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tracescale.categories import CATEGORIES
+from tracescale.replay.engine.schedule import replay
+from tracescale.replay.project import ReplayStudy
+from tracescale.replay.scenario import scenario_study
+
+#: Categories whose removal is a lever (compute is parallelized, not removed; idle has no node).
+LEVER_CATEGORIES = ("dataloader", "host", "sync", "reduction", "memcpy", "communication")
+#: A lever whose replayed gain is below this is left out of the document (noise of the replay).
+MIN_RECORDED_GAIN = 1.0005
+#: The representative rank's compute over the median rank's from which it is a straggler.
+STRAGGLER_MIN = 1.01
+
+ASSUMPTION = (
+    "each lever replayed as the graph edit of its what-if: the category's nodes (for "
+    "communication the collective transfers) at zero, at every N; 'arrival': every rank "
+    "arrives at each collective as the typical rank does (no wait for the slowest rank); "
+    "'straggler': the representative rank's kernels at the median rank's speed"
+)
+
+
+def _present(study: ReplayStudy, cat: str) -> bool:
+    """Whether removing ``cat`` can change the replay: it has time in the graph (or, for
+    communication, collective transfers; for data loading and host, per-rank delays)."""
+    g = study.base.graph
+    idx = CATEGORIES.index(cat)
+    if cat == "communication" and len(study.base.coll):
+        return True
+    return bool(np.any(g.dur[g.category == idx] > 0))
+
+
+def _mean(steps: np.ndarray) -> float:
+    return float(np.mean(steps)) if len(steps) else 0.0
+
+
+def _arrival_steps(study: ReplayStudy, n: int) -> np.ndarray:
+    """The kept steps replayed at ``n`` with every wait for the slowest rank at zero."""
+    dur, _pre, _var = study.split_durations(n)
+    base = study.base
+    out: np.ndarray = replay(base.graph, dur, np.zeros(len(dur))).step_time[base.kept]
+    return out
+
+
+def lever_gains(study: ReplayStudy, sizes: Sequence[int]) -> dict[str, Any]:
+    """Per world size: each lever's replayed speedup and the projected step it leads to."""
+    scenarios = {
+        cat: scenario_study(study, {cat: 0.0}) for cat in LEVER_CATEGORIES if _present(study, cat)
+    }
+    slow = study.base.device_factor
+    if slow >= STRAGGLER_MIN:
+        scenarios["straggler"] = scenario_study(study, {"compute": 1.0 / slow})
+    points = []
+    for n in sorted({int(s) for s in sizes}):
+        now = _mean(study.replayed_steps(n))
+        if now <= 0:
+            continue
+        t = study.project(n).step_time_s
+        edited = {cat: _mean(s.replayed_steps(n)) for cat, s in scenarios.items()}
+        edited["arrival"] = _mean(_arrival_steps(study, n))
+        levers = {
+            name: {"speedup": now / after, "step_time_s": t * after / now}
+            for name, after in edited.items()
+            if after > 0 and now / after >= MIN_RECORDED_GAIN
+        }
+        points.append({"world_size": n, "step_time_s": t, "levers": levers})
+    return {"points": points, "assumption": ASSUMPTION}
