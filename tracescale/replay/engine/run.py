@@ -21,6 +21,7 @@ from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
 from tracescale.replay.engine.schedule import replay
+from tracescale.replay.graph.backward_thread import backward_thread_edges
 from tracescale.replay.graph.build import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.graph.host_collectives import host_collective_edges
 from tracescale.replay.graph.store import GraphInput, cached_graph_input
@@ -71,6 +72,9 @@ class RunReplay:
     #: Main-thread waits for a host-side (gloo) collective inferred
     #: (``replay.graph.host_collectives``).
     host_waits: int = 0
+    #: Main-thread waits for the autograd engine's backward thread inferred
+    #: (``replay.graph.backward_thread``).
+    backward_waits: int = 0
 
     @property
     def kept(self) -> npt.NDArray[np.bool_]:
@@ -163,6 +167,8 @@ def replay_run(
     graph, host_waits = item.graph, 0
     if run.kind == "cpu":  # gloo: the runloop threads' collectives tied to the main thread
         graph, host_waits = host_collective_edges(graph)
+    # the autograd engine's backward thread: handed over by, and waited for by, the main thread
+    graph, backward_waits = backward_thread_edges(graph)
     rep = replay(graph)
     replayed = rep.step_time
     by_step = dict(zip(rows["step"].astype(int).tolist(), rows["duration"].tolist(), strict=True))
@@ -235,6 +241,7 @@ def replay_run(
         kernels=kernels,
         caused=caused,
         host_waits=host_waits,
+        backward_waits=backward_waits,
     )
 
 
