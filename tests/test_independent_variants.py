@@ -50,6 +50,11 @@ SMALL: dict[str, dict[str, object]] = {
     "multinode/4-per-node": {"layers": 4, "steps": 3},
     # 8 GPUs per node measured up to 8: the user gives the inter-node link (below)
     "multinode/unmeasured-tier": {"layers": 4, "steps": 3},
+    # HSDP, 8 GPUs per node: the shard group (2, 4, 8, 8 ranks) stays at a node from N = 8 on,
+    # the replicate group, measured at N = 16 only, grows (read the other way: -79/-82/-82%)
+    "hsdp/8-per-node": {"layers": 4, "steps": 4},
+    # HSDP, 4 GPUs per node: the replicate group measured at N = 8 and 16
+    "hsdp/4-per-node": {"layers": 4, "steps": 4},
 }
 #: What a user passes as --inter-node-bandwidth / --inter-node-latency (SI units here): the
 #: generator's inter-node link as NCCL's bus bandwidth measures it (protocol efficiency 0.95).
@@ -107,3 +112,30 @@ def test_variant_traces_carry_their_conventions(tmp_path: Path) -> None:
     build_study(no_waits, str(tmp_path / "w"))
     doc = json.loads(next((tmp_path / "w" / "2gpus").iterdir()).read_text())
     assert not {"cudaStreamWaitEvent", "cudaEventRecord"} & {e["name"] for e in doc["traceEvents"]}
+
+
+def test_hsdp_traces_name_the_mesh_as_device_mesh_does(tmp_path: Path) -> None:
+    """The HSDP study's groups carry DeviceMesh's names (numbered per slice, so another on every
+    node), descriptions and pg_config, and its projection reads the shard group as the one that
+    stays and the replicate group as the one that grows, saying why."""
+    p = replace(VARIANTS["hsdp/8-per-node"](), layers=2, steps=2)
+    build_study(p, str(tmp_path / "s"))
+    for r, (shard, rep) in ((0, ("9", "1")), (9, ("10", "2"))):
+        doc = json.loads(
+            next((tmp_path / "s" / "16gpus").glob(f"*.{1733000000000 + r}.*")).read_text()
+        )
+        comms = [e["args"] for e in doc["traceEvents"] if e.get("name") == "record_param_comms"]
+        named = {(a["Process Group Name"], a["Process Group Description"], a["Process Group Ranks"])
+                 for a in comms}  # fmt: skip
+        first = r - r % 8
+        assert named == {
+            (shard, "mesh_dp_shard", str(list(range(first, first + 8)))),
+            (rep, "mesh_dp_replicate", str([r % 8, r % 8 + 8])),
+        }
+        config = {(g["pg_name"], g["pg_desc"]) for g in doc["distributedInfo"]["pg_config"]}
+        assert config == {("0", "default_pg"), (shard, "mesh_dp_shard"), (rep, "mesh_dp_replicate")}
+    entry = analyze(tmp_path / "s", project=[32], jobs=1, no_cache=True).studies[0]
+    said = entry["scaling"]["replay"]["assumptions"]
+    assert any("group mesh_dp_replicate grows like N, group mesh_dp_shard stays" in a for a in said)
+    assert any("mesh_dp_replicate's member stride (8 at N=16) stays; its size grows like N" in a
+               for a in said)  # fmt: skip

@@ -116,19 +116,20 @@ def test_pairs_on_different_nodes_are_separate_instances(tmp_path: Path) -> None
 
 def test_layout_read_from_one_run_is_stated(tmp_path: Path) -> None:
     """Data parallel has members (two of them) in the N=4 run only: its layout is inferred and
-    the report's assumptions say how (a fixed-size group spanning the world keeps spanning
-    it: stride 2 at N=4 grows like N)."""
+    the report's assumptions say how (a group spanning the world is the outermost mesh
+    dimension: its size grows like N, its stride 2 stays)."""
     p = replace(_across_nodes(2, (2, 4)), layers=2, steps=3, targets=(8,))
     build_study(p, str(tmp_path))
     study = analyze(tmp_path, project=[8], jobs=1, no_cache=True)
     replay = study.studies[0]["scaling"]["replay"]
     assert replay["group_layouts"] == {
         "tp_group": {"stride": 1, "at_world_size": 4, "stride_grows": False, "inferred": False},
-        "dp_group": {"stride": 2, "at_world_size": 4, "stride_grows": True, "inferred": True},
+        "dp_group": {"stride": 2, "at_world_size": 4, "stride_grows": False, "inferred": True},
     }
     stated = [a for a in replay["assumptions"] if "inferred" in a]
     assert stated == [
         "topology tiers follow each process group's member ranks (numbered node by node, 2 per "
         "node); layouts inferred from one run's member lists: group dp_group's member stride "
-        "(2 at N=4) grows like N"
+        "(2 at N=4) stays; its size grows like N: measured at N=4 only (2 ranks), its members "
+        "span the world (stride 2 x 2 ranks = N): the outermost mesh dimension"
     ]

@@ -13,6 +13,7 @@ from tracescale.replay.laws.topology import (
     Layout,
     group_layouts,
     measured_tier,
+    size_laws,
     tier_at,
 )
 from tracescale.scaling.comm import factors
@@ -118,9 +119,12 @@ def test_alpha_beta_per_tier_from_small_strided_groups() -> None:
     assert 1 / intra.inv_bw == pytest.approx(100e9, rel=1e-6)
     assert inter.alpha_s == pytest.approx(30e-6, rel=1e-6)
     assert 1 / inter.inv_bw == pytest.approx(20e9, rel=1e-6)
-    # projected to 64 ranks: the strided pair's stride grows (it spans the world), it stays
+    # projected to 64 ranks: the strided pair spans the world (the outermost mesh dimension,
+    # data parallel across the pairs), so it is the group that grows: 8 ranks 8 apart, still
     # inter-node; 1 MB over it costs what the inter-node link says
-    lat, b = factors("allreduce", pd.Series([2.0]).to_numpy(), 1e6, "ring")
+    assert model.proportional == {"1": False, "2": True}
+    assert model.group_at(2, "2:0,8", 16, 64) == 8
+    lat, b = factors("allreduce", pd.Series([8.0]).to_numpy(), 1e6, "ring")
     want = 30e-6 * lat[0] + b[0] / 20e9
     got = model.transfer("allreduce", "RING_SIMPLE", 1e6, 2, 16, 64, pg="2:0,8")
     assert got == pytest.approx(want, rel=1e-6)
@@ -143,5 +147,60 @@ def test_roles_follow_the_description_across_world_sizes() -> None:
         "mesh_tp": Layout(1, 8, grows=False, inferred=False),
         "mesh_dp": Layout(2, 8, grows=False, inferred=False),
     }
+    # by name, "3" and "5" are each seen in one run: their laws and layouts are inferred (each
+    # spans the world, so each reads as growing), not measured
     bare = rows.assign(pg=rows["pg"].str.replace(r"\(mesh_\w+\)", "", regex=True))
-    assert group_laws(bare) == {"1": False, "3": False, "5": False}
+    laws = group_laws(bare)
+    assert laws == {"1": False, "3": True, "5": True}
+    layouts = group_layouts(bare, laws)
+    assert layouts["3"].inferred and layouts["5"].inferred and not layouts["1"].inferred
+
+
+def _hsdp_rows(gpus_per_node: int, sizes: tuple[int, ...]) -> pd.DataFrame:
+    """HSDP's groups as DeviceMesh names them: the shard group (contiguous, at most a node)
+    at every N, the replicate group (one rank per node) where there is more than one node."""
+    spec = []
+    for n in sizes:
+        shard = min(n, gpus_per_node)
+        spec.append((n, f"{1 + shard}(mesh_dp_shard):0-{shard - 1}", shard))
+        if n > shard:
+            spec.append((n, f"1(mesh_dp_replicate):0-{n - shard}/{shard}", n // shard))
+    return _rows(spec)
+
+
+def test_hsdp_shard_group_stays_and_replicate_group_grows() -> None:
+    """The shard group grows 2, 4, 8, 8 (N = 2..16) and then stays at a node: its last two runs
+    say so, where first against last read it as growing. The replicate group, seen at N = 16
+    only as {0, 8}, spans the world: the outermost mesh dimension, the one that grows."""
+    rows = _hsdp_rows(8, (2, 4, 8, 16))
+    got = size_laws(rows, 8)
+    assert got.grows == {"mesh_dp_shard": False, "mesh_dp_replicate": True}
+    (note,) = got.notes
+    assert note.startswith("group mesh_dp_shard's size stays as from N=8 to N=16 (8 to 8 ranks)")
+    assert "members span the world (stride 8 x 2 ranks = N)" in got.why["mesh_dp_replicate"]
+    layouts = group_layouts(rows, got.grows, got.why)
+    assert layouts["mesh_dp_replicate"] == Layout(8, 16, grows=False, inferred=True)
+    said = layouts["mesh_dp_replicate"].describe("mesh_dp_replicate")
+    assert said.startswith("group mesh_dp_replicate's member stride (8 at N=16) stays; its size")
+    # at 4 per node the replicate group is measured at N = 8 and 16: grows, no inference
+    four = size_laws(_hsdp_rows(4, (2, 4, 8, 16)), 4)
+    assert four.grows == {"mesh_dp_shard": False, "mesh_dp_replicate": True}
+    assert not four.notes and not four.why
+
+
+def test_one_run_group_crossing_nodes_alone_grows() -> None:
+    """At N = 32 with 8 per node: pairs {0, 1} inside a node, {0, 8} (not spanning the world,
+    another dimension lies outside it) the only group across nodes: it is read to grow. Were
+    the pairs across nodes too, the runs could not tell, and the assumptions say so."""
+    got = size_laws(_rows([(32, "1:0,1", 2), (32, "2:0,8", 2)]), 8)
+    assert got.grows == {"1": False, "2": True}
+    assert "the only group crossing nodes while 1 stay inside one" in got.why["2"]
+    assert got.notes == [
+        "group 1 is measured at N=32 only (2 ranks): the runs cannot tell whether its size "
+        "grows; it stays"
+    ]
+    both = size_laws(_rows([(32, "1:7,8", 2), (32, "2:0,8", 2)]), 8)
+    assert both.grows == {"1": False, "2": False}
+    assert len(both.notes) == 2
+    # without the node layout only the world rules apply
+    assert size_laws(_rows([(32, "1:0,1", 2), (32, "2:0,8", 2)])).grows == {"1": False, "2": False}

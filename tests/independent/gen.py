@@ -68,6 +68,8 @@ class Pattern:
     #: the step's structure when not :func:`one_step`'s (tests/independent/variants.py)
     step_fn: Callable[[Sched, Pattern, int], None] | None = None
     extra_pgs: tuple[str, ...] = ()  # more process groups over every rank (pg_config)
+    #: rank r's pg_config at n ranks, g per node, when not the default list (a DeviceMesh's)
+    pgs_fn: Callable[[int, int, int], list[dict[str, object]]] | None = None
     #: weak scaling: each rank keeps its batch (compute and input copy do not shrink with N);
     #: the truth's speedup is then the throughput speedup N T(base) / (base T(N))
     weak: bool = False
@@ -77,7 +79,8 @@ class Pattern:
 
 
 def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int | None,
-          pg: str, cname: str, group: int = 0, strided: bool = False) -> None:  # fmt: skip
+          pg: str, cname: str, group: int = 0, strided: bool = False,
+          desc: str = "") -> None:  # fmt: skip
     n = group or s.n
     fp32 = s.style.fp32
     nel_full = int(full // (4 if fp32 else BF16))
@@ -88,7 +91,7 @@ def _coll(s: Sched, p: Pattern, coll: str, full: float, stream: int, after: int 
     args = {"Collective name": cname, "In msg nelems": nel_in, "Out msg nelems": nel_out,
             "Group size": n, "dtype": "Float" if fp32 else "BFloat16", "In split size": "[]",
             "Out split size": "[]",
-            "Process Group Name": pg, "Process Group Description": _PG_DESC[pg],
+            "Process Group Name": pg, "Process Group Description": desc or _PG_DESC[pg],
             "Process Group Ranks": ("strided" if strided else "block", n)}  # fmt: skip
     if s.style.coalesced and coll in ("allgather", "reduce_scatter"):  # FSDP2
         cname = {"allgather": "allgather_into_tensor_coalesced",
@@ -289,6 +292,7 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
         elif p.name.startswith("tp"):
             pgs.append(_pg("1", list(range(n))))
         pgs += [_pg(name, list(range(n))) for name in p.extra_pgs]
+        pgs = p.pgs_fn(r, n, gpn) if p.pgs_fn else pgs
         pid = 211_000 + 17 * r
         dev = r % gpn
         off = float(host_skew[r // gpn]) if p.skew else 0.0
@@ -306,7 +310,7 @@ def write_run(p: Pattern, n: int, folder: str, seed: int) -> None:
             a_ns = t0_ns + round((float(e.start[r]) + off) * 1e9)
             ts = a_ns / 1000
             dur = (t0_ns + round((float(e.end[r]) + off) * 1e9) - a_ns) / 1000
-            args = dict(e.args)
+            args = {k: v(r, n) if callable(v) else v for k, v in e.args.items()}
             if "Process Group Ranks" in args:
                 args["Process Group Ranks"] = _ranks_text(args["Process Group Ranks"], r, n)
             if e.where.startswith("host"):  # host, host1 (autograd), host2 (unrelated work)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .gen import PATTERNS, Pattern, _p
+from .hsdp import hsdp
 from .sched import Net, Style
 from .structures import fsdp_prefetch_step, megatron_step
 
@@ -119,6 +120,11 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
     "fsdp/fsdp2": _styled(
         "fsdp", waits="events", bwd_thread=True, first_step=37, fp32=True, coalesced=True
     ),
+    # HSDP: FSDP inside each node, data parallel across nodes (tests/independent/hsdp.py); the
+    # shard group grows 2, 4, 8, 8 and the replicate group appears at N = 16 only
+    "hsdp/8-per-node": lambda: hsdp(8),
+    # 4 GPUs per node: the replicate group is measured at N = 8 and 16
+    "hsdp/4-per-node": lambda: hsdp(4),
 }
 
 __all__ = ["VARIANTS", "Style"]

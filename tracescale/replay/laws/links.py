@@ -10,10 +10,11 @@ inter-node tier neither measured nor supplied keeps the intra-node link as its p
 and the slowest plausible inter-node link as its alternative, so the intervals cover it.
 Message bytes are max(In, Out) nelems (the full tensor of AllGather/ReduceScatter); how they
 change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constant). How a
-process group's size changes with N is measured per group name over the runs: proportional
-to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves); a group
-seen in one run only grows with N when it spans the world. Its tier follows its members
-(``replay.laws.topology``). The fit is robust: rows far off
+process group's size changes with N is measured per group role over the runs: proportional
+to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves), from
+the trend of its last two runs; a group seen in one run only grows with N when it holds or
+spans the world or is the only one crossing nodes (``replay.laws.topology.size_laws``). Its
+tier follows its members (``replay.laws.topology``). The fit is robust: rows far off
 it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down. Each
 fit carries the ends of alpha's 90% range (``replay.laws.alpha_beta``): the projections replay both,
 and where the range is wide (one group size, one message mix) the assumptions say so.
@@ -36,6 +37,7 @@ from tracescale.replay.laws.topology import (
     Layout,
     group_layouts,
     measured_tier,
+    size_laws,
     tier_at,
 )
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH
@@ -195,23 +197,10 @@ def _intra_links(
     return out
 
 
-def group_laws(instances: pd.DataFrame) -> dict[str, bool]:
+def group_laws(instances: pd.DataFrame, gpus_per_node: int | None = None) -> dict[str, bool]:
     """Process group role (description, else name) -> whether its size follows N over the
-    runs (else constant)."""
-    if "pg" not in instances or not len(instances):
-        return {}
-    name = instances["pg"].fillna("").astype(str).map(key_role)
-    out: dict[str, bool] = {}
-    for pg, rows in instances[name != ""].groupby(name[name != ""]):
-        per_n = rows.groupby("world_size")["group"].median().sort_index()
-        n0, g0 = float(per_n.index[0]), float(per_n.iloc[0])
-        if len(per_n) < 2 or g0 <= 0:
-            out[str(pg)] = g0 >= n0
-            continue
-        n1, g1 = float(per_n.index[-1]), float(per_n.iloc[-1])
-        got = np.log(g1 / g0)
-        out[str(pg)] = bool(abs(got - np.log(n1 / n0)) < abs(got))
-    return out
+    runs (else constant): :func:`tracescale.replay.laws.topology.size_laws`."""
+    return size_laws(instances, gpus_per_node).grows
 
 
 def fit_comm(
@@ -275,7 +264,7 @@ def fit_comm(
             got_ratio = float(per_n.iloc[-1] / per_n.iloc[0])
             sharded[str(ctype)] = abs(np.log(got_ratio / expect)) < abs(np.log(got_ratio))
     tiers = frozenset(inst["tier"].tolist())
-    laws = group_laws(instances)
+    sizes = size_laws(instances, gpus_per_node)
     user = None
     if inter_bandwidth is not None or inter_latency is not None:
         base = fits.get(("", "", INTRA)) or AlphaBeta(DEFAULT_ALPHA_S, 1 / DEFAULT_BANDWIDTH, "")
@@ -291,7 +280,7 @@ def fit_comm(
         measured_tiers=tiers,
         user_inter=user,
         barrier_s=float(barrier["transfer"].mean()) if len(barrier) else 0.0,
-        assumptions=tuple(notes),
-        proportional=laws,
-        layouts=group_layouts(instances, laws),
+        assumptions=(*notes, *sizes.notes),
+        proportional=sizes.grows,
+        layouts=group_layouts(instances, sizes.grows, sizes.why),
     )

@@ -14,13 +14,20 @@ its stride (it is the growing mesh dimension, its stride the product of the dime
 it); a group of fixed size keeps its stride too, unless its members span the whole world
 (stride x size = N: the outermost mesh dimension, so the dimension that grows lies inside it
 and its stride grows like N). This holds for any mesh whose dimensions keep their order.
+
+Whether a group's size grows is read from the same runs (:func:`size_laws`): over two or more
+runs from the trend of its last two (HSDP's shard group, 2, 4, 8, 8 ranks at N = 2..16, fills
+a node and stays there); from one run it grows when it holds the whole world, when its members
+span it (stride x size = N, the outermost mesh dimension: data parallel across model shards,
+HSDP's replicate group {r, r + 8} at N = 16), or when it is the only group crossing nodes while
+another stays inside one; otherwise it stays, and the assumptions say the runs cannot tell.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -68,15 +75,21 @@ class Layout:
     at_n: int
     grows: bool  # the stride grows like N (else it stays)
     inferred: bool  # from one run's member list (else measured over several runs)
+    #: why a group seen in one run is read to grow (its size law rests on its layout too)
+    why: str = field(default="", compare=False)
 
     def describe(self, name: str) -> str:
         how = "grows like N" if self.grows else "stays"
-        return f"group {name}'s member stride ({self.stride} at N={self.at_n}) {how}"
+        said = f"group {name}'s member stride ({self.stride} at N={self.at_n}) {how}"
+        return f"{said}; its size grows like N: {self.why}" if self.why else said
 
 
-def group_layouts(instances: pd.DataFrame, proportional: Mapping[str, bool]) -> dict[str, Layout]:
+def group_layouts(
+    instances: pd.DataFrame, proportional: Mapping[str, bool], why: Mapping[str, str] | None = None
+) -> dict[str, Layout]:
     """Group role (description, else name) -> layout, from the member lists in the instance
-    keys of every run (``instances``: world_size, pg, group)."""
+    keys of every run (``instances``: world_size, pg, group; ``why``: :class:`SizeLaws`'
+    reasons, kept beside an inferred layout)."""
     if "pg" not in instances or not len(instances):
         return {}
     strides: dict[str, dict[int, list[int]]] = {}
@@ -101,7 +114,8 @@ def group_layouts(instances: pd.DataFrame, proportional: Mapping[str, bool]) -> 
         ]
         size = float(np.median(sizes)) if len(sizes) else 0.0
         spans_world = d1 > 1 and d1 * size == n1
-        out[name] = Layout(d1, n1, not proportional.get(name, False) and spans_world, True)
+        grows = not proportional.get(name, False) and spans_world
+        out[name] = Layout(d1, n1, grows, True, (why or {}).get(name, ""))
     return out
 
 
@@ -131,3 +145,90 @@ def tier_at(
         return tier_of(size_at_n, gpus_per_node)
     grown = max(round(stride * n / ref_n), 1) if layout.grows else stride
     return INTER if _crosses(members[0], size_at_n, grown, gpus_per_node) else INTRA
+
+
+def _grew(n0: float, g0: float, n1: float, g1: float) -> bool:
+    """Whether sizes ``g0`` -> ``g1`` over world sizes ``n0`` -> ``n1`` follow N (else stay),
+    whichever they are nearer in log distance."""
+    got = np.log(g1 / g0)
+    return bool(abs(got - np.log(n1 / n0)) < abs(got))
+
+
+def _crosses_nodes(keys: list[str], gpus_per_node: int) -> bool:
+    """Whether an instance of these keys has members on more than one node."""
+    sized = [(k, len(m)) for k in keys if (m := key_members(k))]
+    return any(measured_tier(float(g), k, gpus_per_node) == INTER for k, g in sized)
+
+
+def _one_run_law(
+    name: str, n: int, size: float, keys: list[str], others: Mapping[str, list[str]],
+    gpus_per_node: int | None,
+) -> tuple[bool, str]:  # fmt: skip
+    """Size law of a group seen in the run at ``n`` only (``keys``: its instance keys there;
+    ``others``: the other roles' keys in that run), and why, in words."""
+    seen = f"measured at N={n} only ({size:g} ranks)"
+    if size >= n:
+        return True, ""
+    strides = [stride_of(key_members(k)) for k in keys]
+    spans = [d for d in strides if d is not None and d > 1 and d * size == n]
+    if spans:
+        return True, (
+            f"{seen}, its members span the world (stride {spans[0]} x {size:g} ranks = N): "
+            f"the outermost mesh dimension"
+        )
+    if gpus_per_node is not None and _crosses_nodes(keys, gpus_per_node):
+        inside = sorted(r for r, ks in others.items() if any(map(key_members, ks)))
+        if inside and not any(_crosses_nodes(others[r], gpus_per_node) for r in inside):
+            return True, (
+                f"{seen}, it is the only group crossing nodes while {', '.join(inside)} "
+                f"stay inside one"
+            )
+    return False, f"group {name} is {seen}: the runs cannot tell whether its size grows; it stays"
+
+
+@dataclass(frozen=True)
+class SizeLaws:
+    """Per group role (description, else name): whether its size follows N (else it stays)."""
+
+    grows: dict[str, bool]
+    #: assumptions: a group the runs cannot tell about, last runs that overrule the first
+    notes: list[str]
+    #: role -> why a group seen in one run is read to grow (said with its inferred layout)
+    why: dict[str, str]
+
+
+def size_laws(instances: pd.DataFrame, gpus_per_node: int | None = None) -> SizeLaws:
+    """Each group role's size law over the runs (``instances``: world_size, pg, group)."""
+    if "pg" not in instances or not len(instances):
+        return SizeLaws({}, [], {})
+    pgs = instances["pg"].fillna("").astype(str)
+    roles = pgs.map(key_role)
+    named = instances[roles != ""].assign(_role=roles[roles != ""], _pg=pgs[roles != ""])
+    by_run: dict[int, dict[str, list[str]]] = {}
+    for (n, role), rows in named.groupby(["world_size", "_role"]):
+        by_run.setdefault(int(n), {})[str(role)] = sorted(set(rows["_pg"]))
+    laws: dict[str, bool] = {}
+    notes: list[str] = []
+    why: dict[str, str] = {}
+    for role, rows in named.groupby("_role"):
+        name = str(role)
+        per_n = rows.groupby("world_size")["group"].median().sort_index()
+        ns, gs = [float(x) for x in per_n.index], [float(x) for x in per_n]
+        if len(ns) >= 2 and min(gs[-2:]) > 0:
+            laws[name] = _grew(ns[-2], gs[-2], ns[-1], gs[-1])
+            if gs[0] > 0 and _grew(ns[0], gs[0], ns[-1], gs[-1]) != laws[name]:
+                how = "grows like N" if laws[name] else "stays"
+                notes.append(
+                    f"group {name}'s size {how} as from N={ns[-2]:g} to N={ns[-1]:g} "
+                    f"({gs[-2]:g} to {gs[-1]:g} ranks), not as from N={ns[0]:g} "
+                    f"({gs[0]:g} ranks)"
+                )
+            continue
+        n = int(ns[-1])
+        others = {r: ks for r, ks in by_run[n].items() if r != name}
+        laws[name], note = _one_run_law(name, n, gs[-1], by_run[n][name], others, gpus_per_node)
+        if note and laws[name]:
+            why[name] = note
+        elif note:
+            notes.append(note)
+    return SizeLaws(laws, notes, why)
