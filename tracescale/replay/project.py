@@ -31,11 +31,21 @@ from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, GAP
 from tracescale.replay.laws.kernel_pools import varying_kernel_laws
-from tracescale.replay.laws.links import CommModel, fit_comm, unmeasured_inter_range
+from tracescale.replay.laws.links import CommModel, fit_comm
 from tracescale.replay.laws.nodes import CONSTANT, Law, fit_law
-from tracescale.replay.laws.topology import INTER, measured_tier
-from tracescale.replay.serial_parts import by_cause, step_categories, step_sums, systematic_wait
-from tracescale.replay.uncertainty.delays import DelayModel, pool_delays
+from tracescale.replay.laws.p2p import fit_p2p_law, fixed_tail, p2p_rows
+from tracescale.replay.laws.tiers import same_tiers
+from tracescale.replay.laws.tiers import tier_warning as tier_warning
+from tracescale.replay.laws.work_scales import pooled_delays, work_scales
+from tracescale.replay.serial_parts import (
+    BUBBLE,
+    by_cause,
+    step_bubble,
+    step_categories,
+    step_sums,
+    systematic_wait,
+)
+from tracescale.replay.uncertainty.delays import DelayModel
 from tracescale.replay.uncertainty.intervals import combine_ends
 from tracescale.replay.uncertainty.variability import first_reached, lateness
 
@@ -77,6 +87,9 @@ class ReplayStudy:
         default_factory=dict, compare=False, repr=False
     )
     _parts: dict[int, dict[str, float]] = field(default_factory=dict, compare=False, repr=False)
+    #: The pipeline p2p nodes' time per step (``laws.p2p``); None without such nodes
+    p2p: Law | None = None
+    _tail: list[npt.NDArray[np.bool_]] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def base(self) -> RunReplay:
@@ -123,6 +136,10 @@ class ReplayStudy:
             law = self.laws.get(name, CONSTANT)
             ratio[k] = law.ratio(1e12 if infinite else n, ref, alt) if law is not CONSTANT else 1.0
         scaled = np.where(np.isin(g.kind, [GAP, DEV]), dur * ratio[g.group], dur)
+        if self.p2p is not None:  # a pipeline's last microbatch keeps its size
+            if not self._tail:
+                self._tail.append(fixed_tail(base))
+            scaled = np.where(self._tail[0], dur, scaled)
         if not infinite and len(base.delay_node):  # the rank at a typical host delay
             at = base.delay_node
             scaled[at] = np.maximum(dur[at] - base.delay_excess, 0.0) * ratio[g.group[at]]
@@ -134,7 +151,13 @@ class ReplayStudy:
             nodes = c["node"].to_numpy()
             new = np.empty(len(c))
             waits = np.zeros(len(c))
+            p2p = p2p_rows(c)
             for i, row in enumerate(c.itertuples(index=False)):
+                if p2p[i]:  # the pipeline's dependency: its own law, no slowest-rank wait
+                    law = self.p2p or CONSTANT
+                    r = law.ratio(1e12 if infinite else n, ref, alt)
+                    new[i] = (float(row.transfer) + float(row.wait)) * r
+                    continue
                 if infinite:  # transfers vanish; a wait for a rank late every step stays
                     new[i] = systematic_wait(base.offsets, row)
                     continue
@@ -189,7 +212,7 @@ class ReplayStudy:
         # A step's host delay is waited for once: at the first collective it reaches. The
         # representative rank then runs as late as the slowest rank, so later collectives
         # draw only the device jitter (their measured offsets still echo the same delay).
-        first = first_reached(self.base.offsets, self.delays, host_scale, dev_scale)
+        first = first_reached(self._offsets(), self.delays, host_scale, dev_scale)
         delays = self.delays if position == first else None
         if delays is None:
             n = max(1, min(n, round(group)))
@@ -201,6 +224,12 @@ class ReplayStudy:
         out = (min(ends), point, max(ends))
         self._cache[key] = out
         return out
+
+    def _offsets(self) -> dict[int, Any]:
+        """The base run's arrival offsets without the p2p positions (no slowest-rank wait)."""
+        c = self.base.coll
+        skip = set(c["position"].to_numpy()[p2p_rows(c)].tolist()) if len(c) else set()
+        return {k: v for k, v in self.base.offsets.items() if k not in skip}
 
     def project(self, n: int, seed: int = 0) -> ReplayPoint:
         """Projected step at ``n`` ranks with its interval (cached: the curve repeats targets)."""
@@ -259,14 +288,21 @@ class ReplayStudy:
         if got is None:
             base = self.base
             dur = self.durations(1, infinite=True)[0]
-            per_step = step_categories(base.graph, replay(base.graph, dur))[base.kept]
+            rep = replay(base.graph, dur)
+            per_step = step_categories(base.graph, rep)[base.kept]
+            p2p = p2p_rows(base.coll)
             nodes = base.coll["node"].to_numpy() if len(base.coll) else np.zeros(0, np.int64)
-            waits = step_sums(base.graph, nodes, dur[nodes])[base.kept]
+            waits = step_sums(base.graph, nodes[~p2p], dur[nodes[~p2p]])[base.kept]
             mean = [weighted_mean(per_step[:, j], base.weights) for j in range(len(CATEGORIES))]
+            parts = dict(zip(CATEGORIES, mean, strict=True))
+            if p2p.any():  # the pipeline's fill and drain: its own part, out of communication
+                mask = np.zeros(len(base.graph), dtype=np.bool_)
+                mask[nodes[p2p]] = True
+                bubble = step_bubble(base.graph, rep, mask)[base.kept]
+                parts[BUBBLE] = weighted_mean(bubble, base.weights)
+                parts["communication"] -= parts[BUBBLE]
             kept = weighted_mean(waits, base.weights)
-            got = self._parts[0] = by_cause(
-                dict(zip(CATEGORIES, mean, strict=True)), kept, base.caused
-            )
+            got = self._parts[0] = by_cause(parts, kept, base.caused)
         return got
 
     def serial_time_interval(self, seed: int = 0) -> tuple[float, float, float]:
@@ -313,7 +349,10 @@ def fit_replay(
             [r.world_size for r in runs], [r.kernels for r in runs], [r.device_factor for r in runs]
         )
     )
-    frames = [r.coll.assign(world_size=r.world_size) for r in runs if len(r.coll)]
+    # p2p nodes hold the pipeline's waits, not a transfer: no link is fitted on them
+    frames = [
+        r.coll[~p2p_rows(r.coll)].assign(world_size=r.world_size) for r in runs if len(r.coll)
+    ]
     inst = (
         pd.concat(frames, ignore_index=True)
         if frames
@@ -322,10 +361,10 @@ def fit_replay(
         )
     )
     comm = fit_comm(inst, gpus_per_node, inter_bandwidth, inter_latency)
-    delays = _pooled_delays(runs, laws)
+    delays = pooled_delays(runs, laws)
     warnings: list[str] = []
     validation = 0.0
-    if validate and len(runs) >= 3 and _same_tiers(runs, gpus_per_node):
+    if validate and len(runs) >= 3 and same_tiers(runs, gpus_per_node):
         sub = fit_replay(
             runs[:-1],
             gpus_per_node=gpus_per_node,
@@ -345,83 +384,5 @@ def fit_replay(
         warnings=tuple(warnings),
         validation_error=validation,
         delays=delays,
-    )
-
-
-def work_scales(
-    base: RunReplay, laws: dict[str, Law], n: int, alt: bool = False
-) -> tuple[float, float]:
-    """How ``base``'s host gaps and kernels, in total, scale from its N to ``n``."""
-    sums = {"gap:": [0.0, 0.0], "kernel:": [0.0, 0.0]}
-    for name, t in base.group_time.items():
-        for prefix, acc in sums.items():
-            if name.startswith(prefix):
-                acc[0] += t
-                acc[1] += t * laws.get(name, CONSTANT).ratio(n, base.world_size, alt)
-    host = sums["gap:"][1] / sums["gap:"][0] if sums["gap:"][0] > 0 else 1.0
-    dev = sums["kernel:"][1] / sums["kernel:"][0] if sums["kernel:"][0] > 0 else 1.0
-    return host, dev
-
-
-def _pooled_delays(runs: Sequence[RunReplay], laws: dict[str, Law]) -> DelayModel | None:
-    """Every run's per-rank host delays in the largest run's units (divided by how its host
-    work scales from the largest N to the run's), pooled."""
-    parts = []
-    for r in runs:
-        host = work_scales(runs[-1], laws, r.world_size)[0]
-        parts.append(r.delays / host if host > 0 else r.delays)
-    return pool_delays(parts)
-
-
-def _same_tiers(runs: Sequence[RunReplay], gpus_per_node: int | None) -> bool:
-    """The largest run needs no tier the smaller ones lack (else a miss there says nothing
-    about the laws: the smaller runs cannot know the slower links)."""
-
-    def tiers(r: RunReplay) -> set[str]:
-        if not len(r.coll):
-            return set()
-        pgs = r.coll["pg"].astype(str) if "pg" in r.coll else [""] * len(r.coll)
-        return {
-            measured_tier(float(g), pg, gpus_per_node)
-            for g, pg in zip(r.coll["group"], pgs, strict=True)
-            if g > 1
-        }
-
-    below = set().union(*(tiers(r) for r in runs[:-1]))
-    return tiers(runs[-1]) <= below
-
-
-def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
-    """A sentence naming the assumption when a target needs a tier never measured."""
-    c = study.comm
-    if c.gpus_per_node is None or INTER in c.measured_tiers:
-        return None
-    base = study.base
-    groups = base.coll["group"].to_numpy() if len(base.coll) else np.zeros(0)
-    pgs = base.coll["pg"].astype(str).tolist() if "pg" in base.coll else [""] * len(groups)
-    ref = base.world_size
-    need = [
-        n for n in targets
-        if any(
-            c.tier_at(g, pg, ref, n) == INTER
-            for g, pg in zip(groups, pgs, strict=True)
-        )
-    ]  # fmt: skip
-    if not need:
-        return None
-    if c.user_inter is not None:
-        how = (
-            f"the given inter-node latency {c.user_inter.alpha_s * 1e6:.3g} us and bandwidth "
-            f"{1 / c.user_inter.inv_bw / 1e9:.3g} GB/s"
-            if c.user_inter.inv_bw > 0
-            else "the given inter-node figures"
-        )
-    else:
-        how = (
-            "the intra-node alpha and beta for the point estimate; "
-            f"{unmeasured_inter_range()} (set --inter-node-bandwidth/--inter-node-latency)"
-        )
-    return (
-        f"projections at N={need} cross nodes ({c.gpus_per_node} GPUs per node) but no "
-        f"inter-node collective was measured: assumed {how}"
+        p2p=fit_p2p_law(runs),
     )

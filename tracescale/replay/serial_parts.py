@@ -121,3 +121,33 @@ def by_cause(parts: dict[str, float], waits: float, caused: F64) -> dict[str, fl
     for j, c in enumerate(CATEGORIES):
         out[c] += shift * float(caused[j]) / total
     return out
+
+
+#: The serial fraction's part for a pipeline's fill and drain (not one of ``CATEGORIES``: the
+#: measured attribution has no such category; the replay tells it apart by its p2p nodes).
+BUBBLE = "pipeline_bubble"
+
+
+def step_bubble(graph: Graph, rep: Replayed, p2p: npt.NDArray[np.bool_]) -> F64:
+    """Seconds per step window in which a pipeline p2p node (``p2p``: per node) runs and no
+    other device work does: the stage waiting on the others. :func:`step_categories` counts
+    that time as communication (a p2p node is a communication kernel), so moving it to
+    :data:`BUBBLE` keeps the parts' sum."""
+    k = len(graph.step_first)
+    out = np.zeros(k, dtype=np.float64)
+    start, end = _ns(rep.start), _ns(rep.end)
+    live = end > start
+    cat = graph.category if len(graph.category) == len(graph) else np.full(len(graph), -1)
+    mine = p2p & live & (graph.kind >= DEV)
+    if k == 0 or not mine.any():
+        return out
+    other = (graph.kind >= DEV) & live & (cat >= 0) & ~p2p
+    lo, hi = step_windows(graph, start, end)
+    points = sorted_unique(np.concatenate([lo, hi, start[mine], end[mine], start[other],
+                                           end[other]]))  # fmt: skip
+    only = coverage(points, start[mine], end[mine]) & ~coverage(points, start[other], end[other])
+    seg_s, seg_e = points[:-1], points[1:]
+    idx = np.searchsorted(lo, seg_s, side="right") - 1
+    inside = only & (idx >= 0) & (seg_s < hi[np.clip(idx, 0, None)])
+    np.add.at(out, idx[inside], (seg_e - seg_s)[inside].astype(np.float64) / 1e9)
+    return out

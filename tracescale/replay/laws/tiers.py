@@ -1,0 +1,71 @@
+"""Checks on a study's links: whether the largest run needs a tier the smaller ones lack (a
+validation miss there says nothing about the laws), and the warning naming what a target's
+unmeasured tier assumed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tracescale.replay.engine.run import RunReplay
+from tracescale.replay.laws.links import unmeasured_inter_range
+from tracescale.replay.laws.topology import INTER, measured_tier
+
+if TYPE_CHECKING:
+    from tracescale.replay.project import ReplayStudy
+
+
+def same_tiers(runs: Sequence[RunReplay], gpus_per_node: int | None) -> bool:
+    """The largest run needs no tier the smaller ones lack (else a miss there says nothing
+    about the laws: the smaller runs cannot know the slower links)."""
+
+    def tiers(r: RunReplay) -> set[str]:
+        if not len(r.coll):
+            return set()
+        pgs = r.coll["pg"].astype(str) if "pg" in r.coll else [""] * len(r.coll)
+        return {
+            measured_tier(float(g), pg, gpus_per_node)
+            for g, pg in zip(r.coll["group"], pgs, strict=True)
+            if g > 1
+        }
+
+    below = set().union(*(tiers(r) for r in runs[:-1]))
+    return tiers(runs[-1]) <= below
+
+
+def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
+    """A sentence naming the assumption when a target needs a tier never measured."""
+    c = study.comm
+    if c.gpus_per_node is None or INTER in c.measured_tiers:
+        return None
+    base = study.base
+    groups = base.coll["group"].to_numpy() if len(base.coll) else np.zeros(0)
+    pgs = base.coll["pg"].astype(str).tolist() if "pg" in base.coll else [""] * len(groups)
+    ref = base.world_size
+    need = [
+        n for n in targets
+        if any(
+            c.tier_at(g, pg, ref, n) == INTER
+            for g, pg in zip(groups, pgs, strict=True)
+        )
+    ]  # fmt: skip
+    if not need:
+        return None
+    if c.user_inter is not None:
+        how = (
+            f"the given inter-node latency {c.user_inter.alpha_s * 1e6:.3g} us and bandwidth "
+            f"{1 / c.user_inter.inv_bw / 1e9:.3g} GB/s"
+            if c.user_inter.inv_bw > 0
+            else "the given inter-node figures"
+        )
+    else:
+        how = (
+            "the intra-node alpha and beta for the point estimate; "
+            f"{unmeasured_inter_range()} (set --inter-node-bandwidth/--inter-node-latency)"
+        )
+    return (
+        f"projections at N={need} cross nodes ({c.gpus_per_node} GPUs per node) but no "
+        f"inter-node collective was measured: assumed {how}"
+    )
