@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from .gen import PATTERNS, Pattern, _p
 from .hsdp import hsdp
+from .moe import moe_step, zero2_step
 from .sched import Net, Style
 from .structures import fsdp_prefetch_step, megatron_step
 
@@ -120,6 +121,15 @@ VARIANTS: dict[str, Callable[[], Pattern]] = {
     "fsdp/fsdp2": _styled(
         "fsdp", waits="events", bwd_thread=True, first_step=37, fp32=True, coalesced=True
     ),
+    # expert parallel: all-to-all dispatch and combine around each layer's expert GEMMs, a
+    # random expert load per rank and step; ZeRO-2: bucketed ReduceScatter in backward, the
+    # sharded optimizer, then the parameters' AllGather (tests/independent/moe.py)
+    "moe/expert-parallel": lambda: _p(
+        "moe", (1, 2, 4, 8), fwd=3e-3, act_bytes=16e6, step_fn=moe_step, extra_pgs=("1",)
+    ),
+    "moe/no-waits": lambda: replace(VARIANTS["moe/expert-parallel"](), style=Style(waits="none")),
+    "zero2/host-waits": lambda: _p("zero2", (1, 2, 4, 8), fwd=3e-3, step_fn=zero2_step),
+    "zero2/no-waits": lambda: replace(VARIANTS["zero2/host-waits"](), style=Style(waits="none")),
     # HSDP: FSDP inside each node, data parallel across nodes (tests/independent/hsdp.py); the
     # shard group grows 2, 4, 8, 8 and the replicate group appears at N = 16 only
     "hsdp/8-per-node": lambda: hsdp(8),

@@ -213,12 +213,43 @@ def _other_stream_end(c: dict[str, I64], dev: BOOL) -> tuple[I64, I64]:
     return best_end, best
 
 
+#: A stream a wait held resumes within this of the awaited end (GPUs take 1-4 us).
+RESUME_NS = 5 * QUEUED_NS
+
+
+def _held_by_collective(
+    c: dict[str, I64], candidate: BOOL, typical: int, other_end: I64, other: I64
+) -> BOOL:
+    """Kernels that waited for a collective although their launch lag alone does not show it:
+    started within ``RESUME_NS`` after a collective on another stream ended, and after their
+    own launch plus the typical latency (``lag`` over ``typical + RESUME_NS``) while that launch
+    plus the typical latency came before the collective's end: nothing but the collective
+    held them. Why beside the ``2 typical + 10 us`` rule of :func:`launch_lags`: a host that
+    launches just before the collective ends (MoE's expert GEMMs after the host's token
+    permutation) leaves lags of 10-20 us; unlinked, each kept its wait as a launch latency,
+    serial at every N (the serial fraction doubled)."""
+    hit = candidate & (other >= 0)
+    oc = np.clip(other, 0, None)
+    gap = c["start"] - other_end
+    launch_ready = c["start"] - c["lag"] + typical
+    return (
+        hit
+        & (c["coll"][oc] >= 0)
+        & (gap >= 0)
+        & (gap <= RESUME_NS)
+        & (c["lag"] > typical + RESUME_NS)
+        & (launch_ready <= other_end + QUEUED_NS)
+    )
+
+
 def launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> I64:
     """Launch latencies to replay: a kernel that waited in its stream's queue (started within
     1 us of what it was queued behind) keeps only the typical latency, since the replay
     reproduces the queueing. Kernels that started long after their launch, right when a kernel
     on another stream ended, waited for it (an event the trace did not record): that kernel
-    becomes their producer (``dep2``), matched by stream and time.
+    becomes their producer (``dep2``), matched by stream and time; so do kernels a collective
+    visibly held (:func:`_held_by_collective`). A kernel that started within ``RESUME_NS`` of
+    its producer's end was held by it: it keeps only the typical latency, not its wait.
 
     The typical latency is the median over kernels that started idle (nothing on their own
     stream or a recorded producer explains their start) and not right after another stream's
@@ -249,7 +280,12 @@ def launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> I64:
     late = idle & (c["dep2"] < 0) & (c["lag"] > 2 * typical + WAIT_GAP_NS)
     window = max(2 * typical, WAIT_GAP_NS)
     waited = late & (other >= 0) & (c["start"] - other_end <= window)
+    waited |= _held_by_collective(c, idle & ~waited & (c["dep2"] < 0), typical, other_end, other)
     c["dep2"][waited] = other[waited]
-    idle = launched_dep & (c["start"] - np.maximum(explained, _dep2_end(c)) > QUEUED_NS)
+    # A stream held by a wait resumes a little after the awaited end (the GPU's wait
+    # resolution): a kernel starting within RESUME_NS of its producer's end is explained by it.
+    after = c["start"] - _dep2_end(c)
+    held = (c["dep2"] >= 0) & (after > QUEUED_NS) & (after <= RESUME_NS)
+    idle = launched_dep & (c["start"] - np.maximum(explained, _dep2_end(c)) > QUEUED_NS) & ~held
     lag = np.where(launched_dep & ~idle, np.minimum(c["lag"], typical), c["lag"])
     return np.maximum(lag, 0)
