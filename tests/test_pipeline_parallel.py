@@ -22,7 +22,7 @@ from tests.independent.pipeline import PipePattern, build_study, one_f_one_b
 from tests.independent.targets import assert_meets_targets
 from tracescale.api import analyze
 from tracescale.replay.laws.nodes import fit_law
-from tracescale.replay.laws.p2p import p2p_rows
+from tracescale.replay.laws.p2p import p2p_law, p2p_rows
 from tracescale.replay.serial_parts import BUBBLE
 
 #: The smallest study that shows it: measured at DP = 1, 2, 4 (N = 4, 8, 16), 32 microbatches.
@@ -60,13 +60,15 @@ def test_pipeline_projection_meets_targets(study: tuple[dict[str, Any], Any, Any
 
 def test_bubble_part_is_the_truths_fill_and_drain(study: tuple[dict[str, Any], Any, Any]) -> None:
     """The serial fraction's ``pipeline_bubble``: the replay's p2p-only time at infinite N,
-    within 2 points of T(1) and 25% of the truth's constant bubble (its a + b/N fit over N:
-    the part per-microbatch transfers do not make); the parts still sum to T_inf."""
+    within 2 points of T(1) and 25% of the truth's constant bubble of the replayed rank's
+    stage (its a + b/N fit over N: the part per-microbatch transfers do not make); the parts
+    still sum to T_inf."""
     entry, truth, rs = study
     parts = rs.serial_parts()
     t1 = entry["scaling"]["serial_fraction"]["t1_s"]
-    n = np.array([float(k) for k in truth["bubble_s"]])
-    b = np.array(list(truth["bubble_s"].values()))
+    stage = rs.base.rank // (rs.base.world_size // SMALL.stages)
+    n = np.array([float(k) for k in truth["bubble_by_stage_s"]])
+    b = np.array([v[stage] for v in truth["bubble_by_stage_s"].values()])
     a_true = np.linalg.lstsq(np.column_stack([np.ones_like(n), 1 / n]), b, rcond=None)[0][0]
     assert a_true > 0.01 * t1  # the case shows a bubble at all
     assert abs(parts[BUBBLE] - a_true) / t1 <= 0.02, (parts[BUBBLE], a_true, t1)
@@ -88,13 +90,17 @@ def test_p2p_nodes_are_not_links_or_variability(study: tuple[dict[str, Any], Any
 
 def test_p2p_law_is_the_bubble_plus_the_transfers() -> None:
     """Time per step in p2p nodes of a stage: a bubble of 3 ms and 64 microbatches of 50 us
-    transfers at N = 4 (M = 64 over DP = N / 4): 3 ms + 0.8 s / N exactly."""
+    transfers at N = 4 (M = 64 over DP = N / 4): 3 ms + 12.8 ms * 4 / N exactly; and a pure
+    b/N series keeps the a + b/N form (a = 0), b/N its runner-up."""
     sizes = [4, 8, 16, 32]
-    values = [3e-3 + 64 * 50e-6 * 4 / n for n in sizes]
-    law = fit_law(sizes, values)
+    law = p2p_law(sizes, [3e-3 + 64 * 50e-6 * 4 / n for n in sizes])
     assert law.form == "a+b/N"
     assert law.coef == pytest.approx((3e-3, 0.0128), rel=1e-9)
     assert law.value(256) == pytest.approx(3e-3 + 0.0128 / 256, rel=1e-9)
+    flat = p2p_law(sizes, [0.09 / n for n in sizes])
+    assert (flat.form, flat.alt_form) == ("a+b/N", "b/N")
+    assert flat.coef == pytest.approx((0.0, 0.09), abs=1e-12)
+    assert fit_law(sizes, [0.09 / n for n in sizes]).form == "b/N"
 
 
 def test_one_f_one_b_order() -> None:

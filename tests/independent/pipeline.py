@@ -335,13 +335,15 @@ def run(pat: PipePattern, dp: int, steps: int, seed: int, record: bool) -> list[
     return ranks
 
 
-def true_step(pat: PipePattern, dp: int, seed: int) -> tuple[float, float]:
-    """Mean step (s) over ranks and steps after the first at DP = dp, and the mean bubble."""
+def true_step(pat: PipePattern, dp: int, seed: int) -> tuple[float, list[float]]:
+    """Mean step (s) over ranks and steps at DP = dp, and each stage's mean bubble."""
     ranks = run(pat, dp, pat.truth_steps + 1, seed + 7919 * dp, record=False)
     # the first step's start is 0 on every rank; steps after it run back to back
     total = float(np.mean([r.h for r in ranks]))
     steps = pat.truth_steps + 1
-    return total / steps, float(np.mean([r.waited for r in ranks])) / steps
+    per_stage = [float(np.mean([r.waited for r in ranks[s * dp : (s + 1) * dp]])) / steps
+                 for s in range(pat.stages)]  # fmt: skip
+    return total / steps, per_stage
 
 
 def write_run(pat: PipePattern, dp: int, folder: str, seed: int) -> None:
@@ -399,7 +401,8 @@ def write_run(pat: PipePattern, dp: int, folder: str, seed: int) -> None:
 
 def build_study(pat: PipePattern, out: str, seed: int = 1) -> dict[str, object]:
     """Write ``out/<N>gpus/`` runs and ``out/truth.json``; returns the truth (speedups over
-    the smallest measured N, bubble seconds and share per N)."""
+    the smallest measured N; per N the bubble's seconds per step and share of the step, mean
+    over ranks, and its seconds per stage)."""
     for dp in pat.dp_sizes:
         write_run(pat, dp, os.path.join(out, f"{pat.stages * dp}gpus"), seed)
     res = {pat.stages * dp: true_step(pat, dp, seed) for dp in (*pat.dp_sizes, *pat.dp_targets)}
@@ -408,8 +411,9 @@ def build_study(pat: PipePattern, out: str, seed: int = 1) -> dict[str, object]:
         "pattern": pat.name,
         "step_time": {str(n): t for n, (t, _) in res.items()},
         "speedup": {str(n): res[base][0] / t for n, (t, _) in res.items()},
-        "bubble_s": {str(n): b for n, (_, b) in res.items()},
-        "bubble_share": {str(n): b / t for n, (t, b) in res.items()},
+        "bubble_s": {str(n): float(np.mean(b)) for n, (_, b) in res.items()},
+        "bubble_share": {str(n): float(np.mean(b)) / t for n, (t, b) in res.items()},
+        "bubble_by_stage_s": {str(n): b for n, (_, b) in res.items()},
     }
     with open(os.path.join(out, "truth.json"), "w") as fh:
         json.dump(truth, fh, indent=1)

@@ -114,3 +114,11 @@ def fit_law(sizes: Sequence[float], values: Sequence[float]) -> Law:
         tuple(float(x) for x in _coef(alt, n, y)),
         errs[best],
     )
+
+
+def fit_form(form: str, sizes: Sequence[float], values: Sequence[float]) -> tuple[float, ...]:
+    """Coefficients of one given form (``LAW_FORMS``) fitted to the points, as ``fit_law``
+    fits each candidate (relative residuals, non-negative)."""
+    n = np.asarray(sizes, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    return tuple(float(x) for x in _coef(form, n, y))

@@ -22,7 +22,7 @@ import pandas as pd
 
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.graph.build import DEV
-from tracescale.replay.laws.nodes import Law, fit_law
+from tracescale.replay.laws.nodes import Law, fit_form, fit_law
 
 #: Classify's collective type of send/recv kernels and calls.
 P2P = "sendrecv"
@@ -52,11 +52,24 @@ def p2p_time(run: RunReplay) -> float:
 
 
 def fit_p2p_law(runs: Sequence[RunReplay]) -> Law | None:
-    """The p2p nodes' law across the runs (None where no run has p2p nodes)."""
+    """The p2p nodes' law across the runs (:func:`p2p_law`; None where no run has any)."""
     pts = [(r.world_size, p2p_time(r)) for r in runs if p2p_rows(r.coll).any()]
     if not pts:
         return None
-    return fit_law([n for n, _ in pts], [t for _, t in pts])
+    return p2p_law([n for n, _ in pts], [t for _, t in pts])
+
+
+def p2p_law(sizes: Sequence[float], values: Sequence[float]) -> Law:
+    """``a + b/N`` over the p2p time per step at each N, whatever form the leave-one-out
+    choice would pick (it stays the runner-up, for the model-form spread).
+
+    Why forced: a pipeline fills and drains at any N, so its p2p time has a constant part;
+    with few stages it is small next to the microbatches' part at the measured N, and the
+    one-standard-error tie rule read it as ``b/N``, though it is what grows in share with N."""
+    law = fit_law(sizes, values)
+    if law.form == "a+b/N" or len(set(sizes)) < 2:
+        return law
+    return Law("a+b/N", fit_form("a+b/N", sizes, values), law.form, law.coef, law.cv_error)
 
 
 def fixed_tail(run: RunReplay) -> npt.NDArray[np.bool_]:
