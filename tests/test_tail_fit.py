@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
-from tracescale.replay.uncertainty.delays import empirical_max, expected_max_sum, pool_delays
+from tracescale.replay.uncertainty.delays import (
+    empirical_max,
+    expected_max_sum,
+    model_max,
+    pool_delays,
+)
+from tracescale.replay.uncertainty.tail_choice import held_out_max, mixture_grid, stall_count
 from tracescale.replay.uncertainty.tail_fit import TAIL_SHARES, choose_tail, forward_stop
 from tracescale.replay.uncertainty.variability import delay_assumption
 
@@ -90,3 +98,86 @@ def test_many_draws_are_fitted_on_a_bounded_subsample(monkeypatch: pytest.Monkey
     assert max(r * m * (30 + int(np.sqrt(m))) for r, m in widths if r > 1) <= 2_000_000
     if model.tail is not None:  # the share below the threshold is counted over all draws
         assert model.tail.p_u == pytest.approx(np.mean(model.draws <= model.tail.u), abs=1e-9)
+
+
+def _runs(seed: int, draw: str) -> list[np.ndarray]:
+    """Per-run centred delays of 1, 2, 4, 8 ranks x 20 steps (seeded)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in (1, 2, 4, 8):
+        if draw == "mixed":  # lognormal body of 2 ms plus 3% stalls of 20 ms
+            x = 2e-3 * rng.lognormal(0.0, 0.5, 20 * k) + 20e-3 * (rng.random(20 * k) < 0.03)
+        else:
+            x = 2e-3 * rng.pareto(2.2, 20 * k)
+        out.append(x - np.median(x))
+    return out
+
+
+def test_held_out_slowest_of_k_and_the_mixture_grid_are_exact() -> None:
+    # the six pairs of {1, 2, 3, 4} have maxima 2, 3, 4, 3, 4, 4: mean 10/3
+    assert held_out_max(np.array([1.0, 2.0, 3.0, 4.0]), 2) == pytest.approx(10 / 3)
+    # body {0, 1, 2}, one stall of 10 - 1 = 9 at rate 1/4
+    q, x = mixture_grid(np.array([0.0, 1.0, 2.0, 10.0]), 1)
+    assert x.tolist() == [0.0, 1.0, 2.0, 9.0, 10.0, 11.0]
+    assert q == pytest.approx(np.cumsum([0.25, 0.25, 0.25, 1 / 12, 1 / 12, 1 / 12]))
+
+
+def test_stalls_of_a_fixed_size_cluster_apart_and_a_power_tail_does_not() -> None:
+    body = np.linspace(0.0, 1e-3, 95)
+    stalls = 20e-3 + np.linspace(0.0, 4e-4, 5)
+    assert stall_count(np.sort(np.concatenate([body, stalls]))) == 5
+    assert stall_count(np.sort(2.0 ** np.arange(10.0))) == 0  # each gap wider than the last
+    lomax = 2e-3 * ((1 - (np.arange(300) + 0.5) / 300) ** (-1 / 2.2) - 1)
+    assert stall_count(lomax) == 0
+
+
+def test_a_stall_mixture_chooses_the_bounded_model_by_predicting_the_largest_run() -> None:
+    """Seed 4 of the mixture: a GPD fits the 1-4 rank runs' draws, but it predicts the 8-rank
+    run's slowest of 2-16 ranks worse than a body plus 7 stalls of one size fitted on them."""
+    model = pool_delays(_runs(4, "mixed"))
+    assert model is not None and model.tail is None
+    assert model.chosen == "mixture" and model.stalls == 7
+    scores = dict(model.scores)
+    assert scores == pytest.approx({"gpd": 0.4584, "mixture": 0.4213}, abs=1e-4)
+    lo, hi = (model_max(m, 64) for m in model.ends(64))
+    assert lo < model_max(model, 64) < hi
+    assert "stalls of about" in delay_assumption(model)
+
+
+def test_lomax_draws_choose_the_power_tail() -> None:
+    for seed in (0, 1, 2):
+        model = pool_delays(_runs(seed, "lomax"))
+        assert model is not None and model.chosen == "gpd" and model.tail is not None
+        assert model.stalls == 0 and 0.2 < model.tail.shape < 0.8
+
+
+@pytest.fixture(scope="module")
+def stall_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any]:
+    """Lognormal body plus 3% stalls of 20 ms, 1-8 ranks x 20 steps, seed 2: with the GPD
+    chosen by shape it projected 16 ranks 49% slow."""
+    from dataclasses import replace
+
+    from tests.independent.gen import _p, build_study
+    from tests.independent.sched import Style
+    from tracescale.api import analyze
+
+    p = replace(
+        _p("mix", (1, 2, 4, 8), tail=20e-3, tail_shape=0.03, steps=20, layers=4, truth_steps=300),
+        targets=(16,),
+        style=Style(delay="mixed"),
+    )
+    where = tmp_path_factory.mktemp("stalls")
+    truth = build_study(p, str(where), seed=2)
+    study = analyze(where, project=[16], jobs=1, no_cache=True)
+    return truth, study.studies[0]
+
+
+def test_a_stall_mixture_projects_within_20_percent_at_2x(
+    stall_study: tuple[dict[str, Any], Any],
+) -> None:
+    truth, entry = stall_study
+    (proj,) = [q for q in entry["scaling"]["projections"] if q["world_size"] == 16]
+    true = truth["speedup"]["16"]
+    lo, hi = proj["speedup_ci90"]
+    assert abs(proj["speedup"] / true - 1) <= 0.2, (proj["speedup"], true)
+    assert lo <= true <= hi

@@ -32,7 +32,9 @@ class Style:
     first_step: int = 2  # number of the first ProfilerStep#N
     fp32: bool = False  # fp32 messages and NCCL >= 2.19 ``ncclDevKernelArgsStorage`` kernels
     coalesced: bool = False  # FSDP2's ``*_coalesced`` collective names
-    delay: str = "lomax"  # per rank-step data-loading delay: "lomax", "lognormal" or "stall"
+    #: per rank-step data-loading delay: "lomax", "lognormal", "stall" or "mixed" (a lognormal
+    #: body of a tenth of the stall, sigma 0.5, plus the rare stalls)
+    delay: str = "lomax"
     host2: bool = False  # a second host thread doing unrelated work
 
 
@@ -254,6 +256,8 @@ def draw_delay(s: Sched, scale: float, shape: float) -> Vec:
         return scale * s.rng.lognormal(0.0, shape, s.n)
     if s.style.delay == "stall":
         return scale * (s.rng.random(s.n) < shape)
+    if s.style.delay == "mixed":
+        return scale * (0.1 * s.rng.lognormal(0.0, 0.5, s.n) + (s.rng.random(s.n) < shape))
     return scale * s.rng.pareto(shape, s.n)
 
 

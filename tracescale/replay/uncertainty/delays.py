@@ -22,6 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.replay.uncertainty.tail_choice import (
+    HeldOut,
+    grid_max,
+    mixture_grid,
+    ranked,
+    stall_count,
+)
 from tracescale.replay.uncertainty.tail_fit import FIT_DRAWS, GPTail, choose_tail, refit_tails
 
 F64 = npt.NDArray[np.float64]
@@ -52,8 +59,19 @@ class DelayModel:
     share: float | None = None
     #: Goodness-of-fit p-value of each candidate threshold, lowest first (``tail_fit``).
     p_values: tuple[float, ...] = ()
-    #: Tails fitted above the higher thresholds (``TailChoice.alternatives``).
+    #: Tails fitted above the higher thresholds (``TailChoice.alternatives``); without a tail
+    #: of its own, the GPD tail that predicted the largest run about as well (``tail_choice``).
     alternatives: tuple[GPTail, ...] = ()
+    #: Without a tail: how many of the top draws are stalls of a fixed size (the bounded
+    #: mixture, ``tail_choice.mixture_grid``); 0: the draws as they are.
+    stalls: int = 0
+    #: The bounded mixture's stalls where it predicted the largest run about as well as the
+    #: chosen model (an end of the interval).
+    rival_stalls: int = 0
+    #: The model held-out scoring chose ("gpd", "mixture", "empirical"; "" unscored) and each
+    #: candidate's score (``tail_choice.HeldOut.score``).
+    chosen: str = ""
+    scores: tuple[tuple[str, float], ...] = ()
 
     @functools.cached_property
     def spread(self) -> float:
@@ -88,18 +106,21 @@ class DelayModel:
                 ]
             )
         else:
-            reach = np.array([empirical_max(self.resample(i), n) for i in range(self.resampled)])
+            boots = self._boots
+            reach = np.array([b.grid_max(n) for b in boots])
         if self.tail is not None:
             own = float(self.tail.quantile(np.array([p]))[0]) if p > self.tail.p_u else body
         else:
-            own = empirical_max(self.draws, n)
+            own = self.grid_max(n)
         order = np.argsort(reach, kind="stable")
         last = len(order) - 1
         below = float(np.mean(reach < own)) + 0.5 * float(np.mean(reach == own))
         lo_q, hi_q = _bias_corrected(below)
         picks = (int(order[int(lo_q * last)]), int(order[int(np.ceil(hi_q * last))]))
-        tails = self.refits if self.tail is not None else (None,) * self.resampled
-        lo, hi = (DelayModel(self.resample(i), tails[i]) for i in picks)
+        if self.tail is None:
+            lo, hi = boots[picks[0]], boots[picks[1]]
+            return self._rivals(lo, hi, n)
+        lo, hi = (DelayModel(self.resample(i), self.refits[i]) for i in picks)
         lo_reach, hi_reach = float(reach[picks[0]]), float(reach[picks[1]])
         for alt in self.alternatives:  # the threshold's choice widens the ends
             r = float(alt.quantile(np.array([p]))[0]) if p > alt.p_u else lo_reach
@@ -107,12 +128,58 @@ class DelayModel:
                 lo, lo_reach = DelayModel(self.draws, alt), r
             if r > hi_reach:
                 hi, hi_reach = DelayModel(self.draws, alt), r
+        return self._rivals(lo, hi, n)
+
+    @functools.cached_property
+    def _boots(self) -> tuple[DelayModel, ...]:
+        """The resamples as models (remembered: ``ends`` is asked per N and position)."""
+        return tuple(self._boot(i) for i in range(self.resampled))
+
+    @functools.cached_property
+    def _mixture(self) -> tuple[F64, F64]:
+        return mixture_grid(self.draws, self.stalls)
+
+    def _boot(self, i: int) -> DelayModel:
+        """The i-th resample as a model without a tail: the mixture's stalls counted as the
+        resample's draws at or above the point's shortest stall (their rate resampled)."""
+        res = self.resample(i)
+        if not self.stalls:
+            return DelayModel(res, None)
+        cut = float(self.draws[len(self.draws) - self.stalls])
+        k = int(np.sum(res >= cut))
+        return DelayModel(res, None, stalls=k if 0 < k < len(res) else 0)
+
+    def _rivals(self, lo: DelayModel, hi: DelayModel, n: int) -> tuple[DelayModel, DelayModel]:
+        """The ends widened to the models that predicted the largest run about as well as the
+        chosen one (``tail_choice.ranked``): a few dozen held-out draws cannot tell them apart."""
+        rivals = (
+            [DelayModel(self.draws, None, stalls=self.rival_stalls)] if self.rival_stalls else []
+        )
+        if self.tail is None:
+            rivals += [DelayModel(self.draws, alt) for alt in self.alternatives]
+        if not rivals:
+            return lo, hi
+        lo_max, hi_max = model_max(lo, n), model_max(hi, n)
+        for r in rivals:
+            v = model_max(r, n)
+            if v < lo_max:
+                lo, lo_max = r, v
+            if v > hi_max:
+                hi, hi_max = r, v
         return lo, hi
+
+    def grid_max(self, n: int) -> float:
+        """E[max of n] without a tail: of the draws, or of the bounded mixture."""
+        if self.stalls:
+            return grid_max(*self._mixture, n)
+        return empirical_max(self.draws, n)
 
     def quantile_grid(self, n: int) -> tuple[F64, F64]:
         """(probabilities, delays) tracing the CDF up to ``1 - _TOP / n``."""
         d = self.draws
         m = len(d)
+        if self.tail is None and self.stalls:
+            return self._mixture
         if self.tail is None:
             q = np.arange(1, m + 1, dtype=np.float64) / m
             return q, d
@@ -127,6 +194,9 @@ class DelayModel:
 
     def mean(self) -> float:
         t = self.tail
+        if t is None and self.stalls:
+            q, x = self._mixture
+            return float(np.dot(np.diff(np.concatenate([[0.0], q])), x))
         if t is None:
             return float(np.mean(self.draws))
         body = self.draws[self.draws <= t.u]
@@ -163,7 +233,9 @@ def empirical_max(draws: F64, n: int) -> float:
 
 
 def pool_delays(per_run: Sequence[F64], seed: int = 0) -> DelayModel | None:
-    """One model from every run's centred delays (None without draws)."""
+    """One model from every run's centred delays (None without draws): the tail model that,
+    fitted on the smaller runs, best predicts the largest run's slowest ranks (``tail_choice``),
+    refitted on every draw; without a largest run to score on, the GPD where one fits."""
     parts = [np.asarray(d, dtype=np.float64) for d in per_run]
     draws = np.sort(np.concatenate(parts)) if parts else np.zeros(0)
     draws = draws[np.isfinite(draws)]
@@ -172,18 +244,59 @@ def pool_delays(per_run: Sequence[F64], seed: int = 0) -> DelayModel | None:
     if len(draws) < MIN_POOLED:
         return DelayModel(draws, None)
     choice = choose_tail(draws, seed)
-    if choice.tail is None or choice.share is None:  # no tail fits: the draws alone
-        return DelayModel(draws, None, (), seed, _BOOT, None, choice.p_values)
-    point = choice.tail
+    stalls = stall_count(draws)
+    scores = _scores(parts, seed, stalls > 0)
+    gpd = choice.tail if choice.share is not None else None
+    if gpd is not None and "gpd" not in scores:  # too few smaller-run draws to fit one: unscored
+        scores = {}
+    best, rivals = ranked(scores) if scores else ("", ())
+    if gpd is None or best in ("mixture", "empirical"):
+        alt = (gpd,) if gpd is not None and "gpd" in rivals else ()
+        return DelayModel(
+            draws, None, (), seed, _BOOT, None, choice.p_values, alt,
+            stalls=stalls if best == "mixture" else 0,
+            rival_stalls=stalls if best != "mixture" and "mixture" in rivals else 0,
+            chosen=best, scores=tuple(sorted(scores.items())),
+        )  # fmt: skip
+    rival = stalls if "mixture" in rivals else 0
+    scored = tuple(sorted(scores.items()))
     boot = np.stack([_resample(draws, seed, i) for i in range(_BOOT)])
-    fits = refit_tails(boot, choice.share)
+    fits = refit_tails(boot, choice.share or 0.0)
     if sum(t is not None for t in fits) < _BOOT // 2:
-        return DelayModel(draws, point, p_values=choice.p_values)
+        return DelayModel(
+            draws, gpd, p_values=choice.p_values, rival_stalls=rival, chosen=best, scores=scored
+        )
     # a failed refit keeps the point tail (its resample index must stay aligned)
-    refits = tuple(t if t is not None else point for t in fits)
+    refits = tuple(t if t is not None else gpd for t in fits)
     return DelayModel(
-        draws, point, refits, seed, _BOOT, choice.share, choice.p_values, choice.alternatives
-    )
+        draws, gpd, refits, seed, _BOOT, choice.share, choice.p_values, choice.alternatives,
+        rival_stalls=rival, chosen=best, scores=scored,
+    )  # fmt: skip
+
+
+def _scores(parts: Sequence[F64], seed: int, stalled: bool) -> dict[str, float]:
+    """Each candidate's error predicting the largest run's slowest-of-k from the smaller runs'
+    draws (``tail_choice.HeldOut``); empty when there are too few to fit or to score."""
+    split = HeldOut.of(parts)
+    if split is None:
+        return {}
+    rest, held = split
+    # The draws alone compete only where no GPD fits: scored at k <= 16 they predict as well
+    # as a power tail and say nothing past the largest draw, where Lomax delays go on.
+    models = {"empirical": DelayModel(rest, None)}
+    if len(rest) >= MIN_POOLED:
+        tail = choose_tail(rest, seed)
+        if tail.tail is not None:
+            models = {"gpd": DelayModel(rest, tail.tail)}
+    k = stall_count(rest)
+    if stalled and k:
+        models["mixture"] = DelayModel(rest, None, stalls=k)
+    return {name: held.score([model_max(m, k) for k in held.ks]) for name, m in models.items()}
+
+
+def model_max(model: DelayModel, n: int) -> float:
+    """E[max of n] of one rank's delay alone (no offsets, no device jitter)."""
+    return expected_max_sum(np.zeros(1), [n], model, 1.0, np.zeros(1), n)
 
 
 def expected_max_sum(
