@@ -26,10 +26,12 @@ Conventions (stated, not measured from a real job):
 - data loading on stage 0 only; gamma noise (cv ``noise``) on every duration.
 
 Truth: the mean step over ranks and many steps at the target N (DP grows, M and p fixed),
-from this scheduler with the same noise. The bubble: per rank and step, the time its compute
-stream sits idle inside its replica's microbatch span (first microbatch kernel of any stage
-to the last one's end) waiting on the other stages: fill, drain, per-microbatch transfers
-(``bubble_s``, seconds per step, mean over ranks; ``bubble_share``: of the step).
+from this scheduler with the same noise. The bubble: per rank and step, the time its GPU
+runs nothing but p2p kernels (a recv waiting for the neighbour stage, a send), i.e. idles on
+the other stages: fill, drain, per-microbatch transfers (``bubble_s``, seconds per step, mean
+over ranks; ``bubble_share``: of the step; ``bubble_by_stage_s``: mean per stage). The same
+cut as the replay's ``pipeline_bubble``; the idle of a stage after its last microbatch while
+another stage drains is not counted where the stage runs its own AllReduce or optimizer.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ class _Rank:
         self.events: list[dict[str, object]] = []
         self.corr = 1000 + rank
         self.ext = 1
-        self.busy: list[tuple[float, float]] = []  # microbatch compute kernels of this step
+        self.p2p_iv: list[tuple[float, float]] = []  # this step's p2p kernels
+        self.other_iv: list[tuple[float, float]] = []  # this step's other device work
         self.waited = 0.0
 
     def jit(self, t: float) -> float:
@@ -118,6 +121,8 @@ class _Rank:
         return t * float(self.rng.gamma(k, 1.0 / k))
 
     def ev(self, cat: str, name: str, where: str, a: float, b: float, **args: object) -> None:
+        if where != "host":
+            (self.p2p_iv if where in (str(RECV), str(SEND)) else self.other_iv).append((a, b))
         if self.record:
             self.events.append({"cat": cat, "name": name, "where": where, "a": a, "b": b,
                                 "args": args})  # fmt: skip
@@ -162,8 +167,7 @@ class _Rank:
 
     def compute(self, name: str, t: float, op: str) -> None:
         a = self.op()
-        ka, kb = self.kernel(COMPUTE, name, t, device=0)
-        self.busy.append((ka, kb))
+        self.kernel(COMPUTE, name, t, device=0)
         self.op_end(a, op)
 
 
@@ -260,7 +264,6 @@ def _step(pat: PipePattern, ranks: list[_Rank], dp: int, k: int) -> None:
     m = pat.microbatches // dp
     starts = [r.h for r in ranks]
     for r in ranks:
-        r.busy = []
         if r.rank < dp:  # stage 0
             a = r.op()
             r.host(pat.load)
@@ -271,12 +274,6 @@ def _step(pat: PipePattern, ranks: list[_Rank], dp: int, k: int) -> None:
             r.op_end(a, "aten::copy_")
     for d in range(dp):
         _Pipe(pat, ranks[d::dp], m, dp).run()
-    for d in range(dp):  # bubble: compute idle inside the replica's microbatch span
-        rep = ranks[d::dp]
-        lo = min(a for r in rep for a, _ in r.busy)
-        hi = max(b for r in rep for _, b in r.busy)
-        for r in rep:
-            r.waited += (hi - lo) - sum(b - a for a, b in r.busy)
     if dp > 1:  # DP gradient AllReduce per stage, over the replicas
         t = transfer_time(pat.net, "allreduce", pat.grad_bytes, dp)
         nel = int(pat.grad_bytes // 2)
@@ -320,8 +317,28 @@ def _step(pat: PipePattern, ranks: list[_Rank], dp: int, k: int) -> None:
         r.op_end(a, "aten::item")
         r.host(3e-6)
     for r, a in zip(ranks, starts, strict=True):
+        r.waited += _only(r.p2p_iv, r.other_iv)
+        r.p2p_iv, r.other_iv = [], []
         r.ev("user_annotation", f"ProfilerStep#{k + 2}", "host", a, r.h)
         r.h += 2e-6
+
+
+def _only(mine: list[tuple[float, float]], other: list[tuple[float, float]]) -> float:
+    """Length of the union of ``mine`` outside the union of ``other``."""
+    pts = sorted({x for iv in (*mine, *other) for x in iv})
+    if len(pts) < 2:
+        return 0.0
+    edges = np.asarray(pts)
+    mid = (edges[:-1] + edges[1:]) / 2
+
+    def cover(ivs: list[tuple[float, float]]) -> np.ndarray:
+        c = np.zeros(len(mid), dtype=bool)
+        for a, b in ivs:
+            c |= (mid >= a) & (mid < b)
+        return c
+
+    keep = cover(mine) & ~cover(other)
+    return float(np.diff(edges)[keep].sum())
 
 
 def run(pat: PipePattern, dp: int, steps: int, seed: int, record: bool) -> list[_Rank]:
