@@ -77,6 +77,10 @@ def test_bubble_part_is_the_truths_fill_and_drain(study: tuple[dict[str, Any], A
     assert parts[BUBBLE] >= 0.5 * a_true, (parts[BUBBLE], a_true)
     assert sum(parts.values()) == pytest.approx(rs.serial_time(), rel=1e-9)
     assert min(parts.values()) >= 0
+    # the document carries the bubble as its own line, and its lines sum to the total
+    sf = entry["scaling"]["serial_fraction"]
+    assert sf["by_category"][BUBBLE] == pytest.approx(parts[BUBBLE] / t1, rel=1e-6)
+    assert sum(sf["by_category"].values()) == pytest.approx(sf["total"], rel=1e-9)
 
 
 def test_p2p_nodes_are_not_links_or_variability(study: tuple[dict[str, Any], Any, Any]) -> None:

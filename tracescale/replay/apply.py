@@ -159,11 +159,17 @@ def _replay_scenario(entry: dict[str, Any], study: ReplayStudy, base_n: int, mod
         parts = scen.serial_parts()
         f = _clamp(sum(parts.values()) / t1)
         entry["serial_fraction"] = f
-        entry["serial_fraction_by_category"] = {c: parts.get(c, 0.0) / t1 for c in CATEGORIES}
+        entry["serial_fraction_by_category"] = {c: parts.get(c, 0.0) / t1 for c in _parts_of(parts)}
         entry["amdahl_limit"] = 1.0 / f if f > 0 else None
         entry["serial_fraction_source"] = "replay"
     else:  # weak scaling: the category share stands, as for the study itself
         entry["serial_fraction_source"] = "closed_form"
+
+
+def _parts_of(parts: Mapping[str, float]) -> tuple[str, ...]:
+    """Every attribution category, then the replay's own serial parts (the pipeline bubble:
+    time a stage runs only point-to-point transfers), so the parts sum to the total."""
+    return (*CATEGORIES, *(k for k in parts if k not in CATEGORIES))
 
 
 def _clamp(x: float) -> float:
@@ -214,7 +220,7 @@ def _headline_serial(
     sf["total"] = f
     sf["ci90"] = [min(lo, f), max(hi, f)]
     scale = f * t1[0] / t_point if t_point > 0 else 0.0  # 1 unless clamped at one
-    sf["by_category"] = {c: float(parts.get(c, 0.0)) / t1[0] * scale for c in CATEGORIES}
+    sf["by_category"] = {c: float(parts.get(c, 0.0)) / t1[0] * scale for c in _parts_of(parts)}
     sf["t1_s"] = t1[0]
     sf["t_inf_s"] = t_point
     sf["source"] = "replay"

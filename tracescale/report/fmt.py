@@ -15,6 +15,8 @@ CATEGORY_LABELS: dict[str, str] = {
     "reduction": "Reduction",
     "host": "Host overhead",
     "idle": "Idle",
+    # a serial-fraction part of its own: time a pipeline stage runs only p2p transfers
+    "pipeline_bubble": "Pipeline bubble",
 }
 
 COLLECTIVE_LABELS: dict[str, str] = {
