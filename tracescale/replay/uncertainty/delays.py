@@ -23,7 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.uncertainty.tail_choice import (
-    HeldOut,
+    combined,
+    folds,
     grid_max,
     mixture_grid,
     ranked,
@@ -275,23 +276,25 @@ def pool_delays(per_run: Sequence[F64], seed: int = 0) -> DelayModel | None:
 
 
 def _scores(parts: Sequence[F64], seed: int, stalled: bool) -> dict[str, float]:
-    """Each candidate's error predicting the largest run's slowest-of-k from the smaller runs'
-    draws (``tail_choice.HeldOut``); empty when there are too few to fit or to score."""
-    split = HeldOut.of(parts)
-    if split is None:
-        return {}
-    rest, held = split
-    # The draws alone compete only where no GPD fits: scored at k <= 16 they predict as well
-    # as a power tail and say nothing past the largest draw, where Lomax delays go on.
-    models = {"empirical": DelayModel(rest, None)}
-    if len(rest) >= MIN_POOLED:
-        tail = choose_tail(rest, seed)
-        if tail.tail is not None:
-            models = {"gpd": DelayModel(rest, tail.tail)}
-    k = stall_count(rest)
-    if stalled and k:
-        models["mixture"] = DelayModel(rest, None, stalls=k)
-    return {name: held.score([model_max(m, k) for k in held.ks]) for name, m in models.items()}
+    """Each candidate's error predicting a held-out run's slowest-of-k from the other runs'
+    draws (``tail_choice.folds``: each run held out in turn); empty when there are too few to
+    fit or to score."""
+    per_fold = []
+    for rest, held in folds(parts):
+        # "gpd" is the shape's choice: the GPD where one fits, else the draws alone. The draws
+        # alone do not compete with a fitted GPD: scored at k <= 16 they predict as well as a
+        # power tail and say nothing past the largest draw, where Lomax delays go on.
+        models = {"empirical": DelayModel(rest, None)}
+        if len(rest) >= MIN_POOLED:
+            models = {"gpd": DelayModel(rest, choose_tail(rest, seed).tail)}
+        k = stall_count(rest)
+        if stalled and k:
+            models["mixture"] = DelayModel(rest, None, stalls=k)
+        scores = {
+            name: held.score([model_max(m, k) for k in held.ks]) for name, m in models.items()
+        }
+        per_fold.append((scores, len(held.draws)))
+    return combined(per_fold)
 
 
 def model_max(model: DelayModel, n: int) -> float:

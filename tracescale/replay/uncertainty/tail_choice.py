@@ -6,11 +6,13 @@ plus rare stalls of a fixed length passes a generalized Pareto goodness-of-fit t
 enough (the stalls and the body's upper end blend into one smooth-looking tail), and then the
 stalls are extrapolated as an unbounded power law (a stall mixture projected 24-49% slow at
 2x-8x). So the candidates (the pooled draws resampled as they are; the GPD tail; a bounded
-mixture: the body plus stalls of one size at their measured rate) are each fitted on the
-smaller runs' draws and scored on how well they predict the largest run's: the expected slowest
-of k of its draws (unbiased from the held-out draws, k = 2..16), the quantity the projection
-extrapolates. The best predictor is kept; the others that predict about as well (within twice
-its error) stay as ends of the interval, since a few dozen held-out draws cannot tell them apart.
+mixture: the body plus stalls of one size at their measured rate) are each fitted on all runs
+but one and scored on how well they predict the held-out run's draws, each run held out in
+turn: the expected slowest of k of its draws (unbiased from the held-out draws, k = 2..16), the
+quantity the projection extrapolates ("gpd" is the shape's choice: the GPD where one fits, else
+the draws alone). The best predictor is kept; the others that predict about as well (within
+twice its error) stay as ends of the interval: a few dozen held-out draws cannot tell them
+apart.
 """
 
 from __future__ import annotations
@@ -132,6 +134,31 @@ class HeldOut:
         unit = max(float(hi - lo), 1e-12)
         obs = np.array([held_out_max(self.draws, k) for k in self.ks])
         return float(np.mean(((np.asarray(predict) - obs) / unit) ** 2))
+
+
+def folds(per_run: Sequence[F64]) -> list[tuple[F64, HeldOut]]:
+    """Each run held out in turn (the others pooled to fit on), where both are enough: rare
+    stalls may all fall in the largest run, and only the folds that fit on it can see them."""
+    out = []
+    for j in range(len(per_run)):
+        got = HeldOut.of([*per_run[:j], *per_run[j + 1 :], per_run[j]])
+        if got is not None:
+            out.append(got)
+    return out
+
+
+def combined(per_fold: Sequence[tuple[dict[str, float], int]]) -> dict[str, float]:
+    """Each candidate's score over the folds where every candidate was fitted, weighted by the
+    held-out draws: the largest run's fold's candidates, and the mixture where any fold could
+    fit one (a candidate fitted in fewer folds is compared on those alone)."""
+    if not per_fold:
+        return {}
+    names = set(per_fold[-1][0]) | {k for sc, _ in per_fold for k in sc if k == "mixture"}
+    common = [(sc, w) for sc, w in per_fold if all(k in sc for k in names)]
+    if not common:  # no fold fits every candidate: the largest run's fold alone
+        return dict(per_fold[-1][0])
+    total = float(sum(w for _, w in common))
+    return {k: float(sum(sc[k] * w for sc, w in common)) / total for k in names}
 
 
 def ranked(scores: dict[str, float]) -> tuple[str, tuple[str, ...]]:
