@@ -244,8 +244,8 @@ def delay_assumption(delays: DelayModel | None) -> str:
         size = float(np.median(delays.draws[-delays.stalls :]) - np.median(delays.draws))
         return text + (
             f"; {delays.stalls} of them are stalls of about {size * 1e3:.1f} ms, and a body plus"
-            " stalls of that size at their measured rate predicted the largest run's slowest"
-            " ranks best (fitted on the smaller runs), so no rank draws beyond one stall"
+            " stalls of that size at their measured rate predicted each run's slowest ranks"
+            " best (fitted on the other runs), so no rank draws beyond one stall"
         )
     if t is None and delays.p_values:
         return text + (
