@@ -28,6 +28,7 @@ from tracescale.ingest.claims import MAX_GROUP_MEMBERS, MAX_WORLD_SIZE, missing_
 from tracescale.ingest.decode import load_trace
 from tracescale.ingest.discover import discover
 from tracescale.ingest.groups import group_table
+from tracescale.scaling.blocks import MAX_RESAMPLED
 
 HERE = Path(__file__).resolve().parent
 #: The address-space cap of the child processes: a blow-up is a MemoryError there.
@@ -214,6 +215,42 @@ def test_group_members_from_progressions_stay_within_the_budget(tmp_path):
     built = [g for g in table.groups if g.ranks is not None]
     assert sum(len(g.ranks or ()) for g in table.groups) <= MAX_GROUP_MEMBERS
     assert len(built) == MAX_GROUP_MEMBERS // MAX_WORLD_SIZE and len(table.groups) == 6
+
+
+def test_many_one_ns_steps_analyze_under_the_cap_with_a_bounded_bootstrap(tmp_path):
+    """One rank of thousands of 1 ns ProfilerSteps (a million took ~64 s CPU and 2.4 GB):
+    every step name was a regex walk over the rules and every string test walked them all.
+    Under the 3 GB cap the report counts every step, and the bootstrap says it resampled
+    them in its bounded number of blocks."""
+    n = MAX_RESAMPLED + 904
+    events = ",".join(
+        f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":1,"tid":1,'
+        f'"ts":{1000 + k}.000,"dur":0.001}}'
+        for k in range(n)
+    )
+    (tmp_path / "in" / "ws1").mkdir(parents=True)
+    doc = '{"distributedInfo":{"rank":0,"world_size":1},"traceEvents":[' + events + "]}"
+    with gzip.open(tmp_path / "in" / "ws1" / "rank0.pt.trace.json.gz", "wt") as fh:
+        fh.write(doc)
+    out = tmp_path / "report.json"
+    argv = [
+        "analyze",
+        str(tmp_path / "in"),
+        "-j1",
+        "--no-cache",
+        "-q",
+        "-f",
+        "json",
+        "-o",
+        str(out),
+    ]
+    done = _capped(f"from hostile_ingest_cases import _cli\nprint(_cli({argv!r}))")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1].startswith("(0, "), done.stdout[-3000:]
+    study = json.loads(out.read_text())["studies"][0]
+    assert study["runs"][0]["steps"] == n
+    assert study["scaling"]["bootstrap"]["step_blocks"] == MAX_RESAMPLED
+    assert f"{n:,} steps" in study["scaling"]["bootstrap"]["note"]
 
 
 # -- file names that are not UTF-8 -------------------------------------------------------------

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tracescale.classify.rules import load_rules
+from tracescale.classify.rules import Rule, classify_events, load_rules
 from tracescale.errors import UsageError
 
 
@@ -42,3 +44,15 @@ def test_bad_rules_files(tmp_path: Path, text: str, match: str) -> None:
 def test_missing_rules_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read rules file"):
         load_rules(str(tmp_path / "absent.toml"))
+
+
+def test_step_names_are_one_name_to_the_rules_per_category() -> None:
+    """A million ProfilerStep#N names were a million regex walks: the rules now see every
+    plain step name of a category as the first one in the table; any other name is matched
+    on its own (``ProfilerStep#2x`` is not a step name)."""
+    strings = ("ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#2x", "cpu", "gpu")
+    rules = (Rule(re.compile(r"#2"), None, "sync"), Rule(re.compile(r"#1$"), "gpu", "dataloader"))
+    name = np.array([0, 1, 2, 0, 1], dtype=np.int32)
+    cat = np.array([3, 3, 3, 4, 4], dtype=np.int32)
+    got = classify_events(rules, ("dataloader", "sync"), strings, name, cat)
+    assert got.tolist() == [-1, -1, 1, 0, 0]

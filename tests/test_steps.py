@@ -63,3 +63,53 @@ def test_step_that_never_ends_is_skipped_and_counted(write_trace):
     t = load_trace(str(p))
     assert t.meta.skipped == {"events without dur": 1}
     assert find_steps(t).numbers.tolist() == [1]
+
+
+def test_a_step_after_an_overlapped_one_is_kept_by_the_last_kept_end(write_trace):
+    """Greedy in start order: #2 overlaps #1 and is dropped, so its long end does not drop #3
+    (which starts after #1 ends); #4 overlaps #3. Numbers come from the names, odd forms too."""
+    p = write_trace(
+        [
+            X("ProfilerStep#1", 0, 100),
+            X("ProfilerStep#2", 50, 1000),
+            X("ProfilerStep#0003", 100, 100),
+            X("ProfilerStep#4", 150, 10),
+            X("ProfilerStep#٥", 300, 10),  # an Arabic-Indic five: the regex's \d takes it
+        ]
+    )
+    s = find_steps(load_trace(str(p)))
+    assert s.numbers.tolist() == [1, 3, 5]
+    assert s.host_start.tolist() == [0, 100_000, 300_000]
+    assert "2 overlapping ProfilerStep windows ignored" in s.warnings
+
+
+def test_windows_tile_where_gpu_work_runs_past_the_next_step(write_trace):
+    """Step 1's kernel ends after steps 2 and 3 began: step 2 starts and ends there (empty),
+    step 3 starts there too."""
+    p = write_trace(
+        [
+            X("ProfilerStep#1", 0, 10),
+            X("cudaLaunchKernel", 5, 1, cat="cuda_runtime", correlation=1),
+            X("ProfilerStep#2", 10, 10),
+            X("ProfilerStep#3", 20, 100),
+            X("k", 6, 30, cat="kernel", pid=0, tid=7, correlation=1, device=0, stream=7),
+        ]
+    )
+    s = find_steps(load_trace(str(p)))
+    assert s.start.tolist() == [0, 36_000, 36_000] and s.end.tolist() == [36_000, 36_000, 120_000]
+
+
+def test_string_mask_asks_once_for_the_step_names_and_agrees(write_trace):
+    """``steps_alike`` asks the predicate once for all plain step names; for a predicate
+    that cannot tell them apart the mask is the one a walk over every name gives."""
+    p = write_trace([X(f"ProfilerStep#{k}", 10 * k, 5) for k in range(5)] + [X("gloo:x", 60, 1)])
+    t = load_trace(str(p))
+    asked: list[str] = []
+
+    def pred(s: str) -> bool:
+        asked.append(s)
+        return s.startswith(("Profiler", "gloo:"))
+
+    alike = t.string_mask(pred, steps_alike=True)
+    assert sum(s.startswith("ProfilerStep#") for s in asked) == 1
+    assert alike.tolist() == t.string_mask(pred).tolist()

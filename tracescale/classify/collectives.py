@@ -116,7 +116,7 @@ def collective_instances(
         idx = np.flatnonzero(ev.is_device & (dev_t == 2))
         idx = np.union1d(idx, _blocking_host_collectives(trace, dev_t, host_t, win))
     else:
-        gloo = trace.string_mask(lambda s: s.startswith("gloo:"))
+        gloo = trace.string_mask(lambda s: s.startswith("gloo:"), steps_alike=True)
         idx = np.flatnonzero(~ev.is_device & on_comm_thread & gloo[ev.name])
     world = trace.meta.world_size or 1
     step_of = launch_step(trace, win.host_start, win.host_end, launched)
@@ -217,7 +217,9 @@ def _blocking_host_collectives(
     """
     ev = trace.events
     main = (~ev.is_device) & (ev.pid == win.main_pid) & (ev.tid == win.main_tid)
-    skip = trace.string_mask(lambda s: s == "record_param_comms" or s.startswith("nccl:"))
+    skip = trace.string_mask(
+        lambda s: s == "record_param_comms" or s.startswith("nccl:"), steps_alike=True
+    )
     cand = np.flatnonzero(main & (host_t == 3) & ~skip[ev.name])
     if cand.size == 0:
         return cand
@@ -226,7 +228,7 @@ def _blocking_host_collectives(
     launch_t = np.sort(ev.start[launch])
     s, e = ev.start[cand], ev.start[cand] + ev.dur[cand]
     has_kernel = np.searchsorted(launch_t, e, side="left") > np.searchsorted(launch_t, s, "left")
-    waits = trace.string_mask(lambda name: name in _STREAM_WAIT_CALLS)
+    waits = trace.string_mask(lambda name: name in _STREAM_WAIT_CALLS, steps_alike=True)
     wait_t = np.sort(ev.start[main & waits[ev.name]])
     has_wait = np.searchsorted(wait_t, e, side="left") > np.searchsorted(wait_t, s, "left")
     cand = cand[~has_kernel & ~has_wait]

@@ -68,7 +68,9 @@ class RankResult:
 
 
 def _mask_names(trace: RankTrace, pred: Callable[[str], bool]) -> BOOL:
-    table = trace.string_mask(pred)
+    """Per event, whether its name satisfies ``pred``: a prefix test here, never one that tells
+    ``ProfilerStep#N`` numbers apart, so the step names are asked once (``steps_alike``)."""
+    table = trace.string_mask(pred, steps_alike=True)
     return table[trace.events.name] if table.shape[0] else np.zeros(0, dtype=np.bool_)
 
 

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from tracescale.classify.comm_kernels import BUILTIN_PATTERNS
 from tracescale.errors import UsageError
+from tracescale.ingest.trace import is_step_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -187,20 +188,36 @@ def classify_events(
     Work is per distinct (cat, name) pair, so it stays cheap on huge traces. The pair is one
     int64 key ``(cat << 32) | name`` (ids are int32, -1 when absent): a 1-D unique is a plain
     sort, ~25x faster than ``np.unique(..., axis=0)`` over stacked rows, which sorts structs.
+
+    ``ProfilerStep#N`` names are distinct per step, so a million steps would be a million
+    regex walks over the rules: the rules see every such name of one category as the first
+    in the string table (a prefix test finds them), so a rule cannot tell step numbers
+    apart; the step windows read the numbers (:mod:`tracescale.ingest.steps`).
     """
     out = np.full(name.shape[0], -1, dtype=np.int8)
     if name.shape[0] == 0:
         return out
     keys, inverse = np.unique(pair_keys(cat, name), return_inverse=True)
     result = np.full(len(keys), -1, dtype=np.int8)
+    per_step_cat: dict[int, int] = {}
     pairs = zip((keys >> 32).tolist(), ((keys & 0xFFFFFFFF) - 1).tolist(), strict=True)
     for j, (c, n) in enumerate(pairs):
-        cat_s = strings[c] if c >= 0 else ""
         name_s = strings[n] if n >= 0 else ""
-        for r in rules:
-            if r.cat is not None and r.cat != cat_s:
-                continue
-            if r.pattern.search(name_s):
-                result[j] = targets.index(r.target) if r.target in targets else -1
-                break
+        step = is_step_name(name_s)
+        if step and c in per_step_cat:
+            result[j] = per_step_cat[c]
+            continue
+        result[j] = _first_target(rules, targets, strings[c] if c >= 0 else "", name_s)
+        if step:
+            per_step_cat[c] = int(result[j])
     return result[inverse.ravel()]
+
+
+def _first_target(rules: tuple[Rule, ...], targets: tuple[str, ...], cat: str, name: str) -> int:
+    """Index in ``targets`` of the first rule matching (cat, name); -1 when none does."""
+    for r in rules:
+        if r.cat is not None and r.cat != cat:
+            continue
+        if r.pattern.search(name):
+            return targets.index(r.target) if r.target in targets else -1
+    return -1

@@ -19,9 +19,10 @@ import numpy.typing as npt
 
 from tracescale.errors import UsageError
 from tracescale.ingest import step_markers
-from tracescale.ingest.claims import step_number
-from tracescale.ingest.trace import I64, RankTrace
+from tracescale.ingest.claims import MAX_STEP_DIGITS, step_number
+from tracescale.ingest.trace import I32, I64, RankTrace
 
+_STEP_PREFIX = "ProfilerStep#"
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _HOST_CATS = ("cpu_op", "Operator", "user_annotation", "python_function", "cuda_runtime", "Runtime")
 
@@ -48,13 +49,15 @@ class StepWindows:
         return int(self.numbers.shape[0])
 
 
-def main_thread(trace: RankTrace) -> tuple[int, int]:
-    """The (pid, tid) that drives training: the one with ProfilerStep, else the busiest host one."""
+def main_thread(trace: RankTrace, step_ids: I32 | None = None) -> tuple[int, int]:
+    """The (pid, tid) that drives training: the one with ProfilerStep, else the busiest host one.
+
+    ``step_ids``: :func:`_step_ids` where the caller has them already."""
     ev = trace.events
-    step_ids = [i for i, s in enumerate(trace.strings) if _STEP_RE.match(s)]
+    step_ids = _step_ids(trace) if step_ids is None else step_ids
     host = ~ev.is_device
-    if step_ids:
-        mask = host & np.isin(ev.name, np.array(step_ids, dtype=np.int32))
+    if len(step_ids):
+        mask = host & np.isin(ev.name, step_ids)
         if mask.any():
             pids, tids, inverse = _distinct_pairs(ev.pid[mask], ev.tid[mask])
             best = int(np.argmax(np.bincount(inverse)))
@@ -69,6 +72,30 @@ def main_thread(trace: RankTrace) -> tuple[int, int]:
     busy = np.bincount(inverse, weights=ev.dur[mask].astype(np.float64))
     best = int(np.argmax(busy))
     return int(pids[best]), int(tids[best])
+
+
+def _step_ids(trace: RankTrace) -> I32:
+    """Ids of the ``ProfilerStep#N`` names. The regex is asked once for all the names of the
+    plain form (``steps_alike``: it matches each of them), one by one for the rest."""
+    found = trace.string_mask(lambda s: _STEP_RE.match(s) is not None, steps_alike=True)
+    return np.flatnonzero(found).astype(np.int32)
+
+
+def _step_numbers(trace: RankTrace, ids: I32) -> I64:
+    """The N of each ``ProfilerStep#N`` name in ``ids``: of the plain form (ASCII digits up
+    to :data:`MAX_STEP_DIGITS`) read by ``int``, else through the regex and
+    :func:`step_number`, which refuses a corrupt number."""
+    table, path, cut = trace.strings, trace.meta.path, len(_STEP_PREFIX)
+    out: list[int] = []
+    for i in ids.tolist():
+        digits = table[i][cut:]
+        if not (len(digits) <= MAX_STEP_DIGITS and digits.isascii() and digits.isdigit()):
+            match = _STEP_RE.match(table[i])
+            digits = match.group(1) if match else digits
+            out.append(step_number(digits, path=path))
+        else:
+            out.append(int(digits))
+    return np.array(out, dtype=np.int64)
 
 
 def _distinct_pairs(a: I64, b: I64) -> tuple[I64, I64, npt.NDArray[np.intp]]:
@@ -91,7 +118,8 @@ def find_steps(trace: RankTrace, marker: str | None = None) -> StepWindows:
     ``ProfilerStep``; without it ``ProfilerStep``, then an annotation (:mod:`.step_markers`).
     """
     ev = trace.events
-    pid, tid = main_thread(trace)
+    step_ids = _step_ids(trace)
+    pid, tid = main_thread(trace, step_ids)
     warnings: list[str] = []
     chosen = "ProfilerStep"
     found = step_markers.candidates(trace, pid, tid)
@@ -100,28 +128,13 @@ def find_steps(trace: RankTrace, marker: str | None = None) -> StepWindows:
     numbers: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
-    step_names = {
-        i: step_number(m.group(1), path=trace.meta.path)
-        for i, s in enumerate(trace.strings)
-        if (m := _STEP_RE.match(s))
-    }
+    step_numbers = _step_numbers(trace, step_ids)
     if user is not None:
-        step_names = {}
+        step_ids = step_ids[:0]
         starts, ends = (w.tolist() for w in step_markers.windows(user))
         numbers, chosen = list(range(len(starts))), user.key
-    if step_names:
-        idx = np.flatnonzero(on_main & np.isin(ev.name, np.array(list(step_names), dtype=np.int32)))
-        last_end = None
-        overlapping = 0
-        for i in idx.tolist():  # events are sorted by start
-            s, e = int(ev.start[i]), int(ev.start[i] + ev.dur[i])
-            if last_end is not None and s < last_end:
-                overlapping += 1
-                continue
-            numbers.append(step_names[int(ev.name[i])])
-            starts.append(s)
-            ends.append(e)
-            last_end = e
+    if len(step_ids):
+        numbers, starts, ends, overlapping = _profiler_steps(trace, on_main, step_ids, step_numbers)
         if overlapping:
             warnings.append(f"{overlapping} overlapping ProfilerStep windows ignored")
     auto = next((m for m in found if m.usable), None) if not numbers else None
@@ -141,11 +154,7 @@ def find_steps(trace: RankTrace, marker: str | None = None) -> StepWindows:
     host_start = np.array(starts, dtype=np.int64)
     host_end = np.array(ends, dtype=np.int64)
     gpu_end = _device_end_per_step(trace, host_start, host_end)
-    start = host_start.copy()
-    end = np.maximum(host_end, gpu_end)
-    for k in range(1, len(start)):
-        start[k] = max(start[k], end[k - 1])
-        end[k] = max(end[k], start[k])
+    start, end = _tile(host_start, np.maximum(host_end, gpu_end))
     return StepWindows(
         numbers=np.array(numbers, dtype=np.int64),
         host_start=host_start,
@@ -159,6 +168,44 @@ def find_steps(trace: RankTrace, marker: str | None = None) -> StepWindows:
         marker=chosen,
         candidates=tuple((m.key, m.count, m.why) for m in found),
     )
+
+
+def _profiler_steps(
+    trace: RankTrace, on_main: npt.NDArray[np.bool_], names: I32, name_numbers: I64
+) -> tuple[list[int], list[int], list[int], int]:
+    """(numbers, host starts, host ends, how many overlapped) of the ProfilerStep events on
+    the main thread (``names``: the step names' ids, ``name_numbers`` their N): in start
+    order, each one that starts before the last kept one ends is dropped. Where none
+    overlaps (the usual case) that is one comparison of two columns."""
+    ev = trace.events
+    idx = np.flatnonzero(on_main & np.isin(ev.name, names))  # events are sorted by start
+    s_all, e_all = ev.start[idx], ev.start[idx] + ev.dur[idx]
+    if not np.any(s_all[1:] < e_all[:-1]):
+        keep = np.ones(len(idx), dtype=np.bool_)
+    else:  # greedy: whether one is kept hangs on the ones kept before it
+        keep = np.zeros(len(idx), dtype=np.bool_)
+        last_end = None
+        for k, (s, e) in enumerate(zip(s_all.tolist(), e_all.tolist(), strict=True)):
+            if last_end is None or s >= last_end:
+                keep[k] = True
+                last_end = e
+    lookup = np.zeros(int(names.max()) + 1, dtype=np.int64)
+    lookup[names] = name_numbers
+    numbers = lookup[ev.name[idx[keep]]].tolist()
+    return numbers, s_all[keep].tolist(), e_all[keep].tolist(), int(len(idx) - keep.sum())
+
+
+def _tile(host_start: I64, end0: I64) -> tuple[I64, I64]:
+    """Windows that tile: each starts no earlier than the previous one ends and ends no earlier
+    than it starts. The recurrence ``end[k] = max(end0[k], start0[k], end[k-1])`` is a running
+    maximum from the second window on, and ``start[k] = max(start0[k], end[k-1])``."""
+    base = np.maximum(end0, host_start)
+    base[:1] = end0[:1]  # the first window is kept as it is
+    end = np.maximum.accumulate(base)
+    start = host_start.copy()
+    if len(start) > 1:
+        start[1:] = np.maximum(start[1:], end[:-1])
+    return start, end
 
 
 def _user_marker(

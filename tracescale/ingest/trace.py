@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +33,16 @@ DEVICE_CATEGORIES: frozenset[str] = frozenset(
         "mtia_ccp_events",
     }
 )
+
+
+#: Prefix of the per-step names (``ProfilerStep#12``): one distinct name per step.
+STEP_PREFIX = "ProfilerStep#"
+
+
+def is_step_name(text: str) -> bool:
+    """True for ``ProfilerStep#`` followed by ASCII digits only: a prefix test, no regex."""
+    digits = text[len(STEP_PREFIX) :]
+    return text.startswith(STEP_PREFIX) and digits.isdigit() and digits.isascii()
 
 
 @dataclass(frozen=True)
@@ -125,11 +136,32 @@ class RankTrace:
         table = self.strings
         return [table[i] if i >= 0 else "" for i in ids.tolist()]
 
-    def string_mask(self, predicate: Callable[[str], bool]) -> BOOL:
-        """Boolean array over the string table: which strings satisfy ``predicate(str)``."""
-        return np.fromiter(
-            (bool(predicate(s)) for s in self.strings), dtype=np.bool_, count=len(self.strings)
-        )
+    def string_mask(self, predicate: Callable[[str], bool], *, steps_alike: bool = False) -> BOOL:
+        """Boolean array over the string table: which strings satisfy ``predicate(str)``.
+
+        ``steps_alike``: the predicate cannot tell ``ProfilerStep#N`` names apart (a test of
+        another prefix, or of equality with other names), so it is asked once for all of them.
+        A trace of a million steps holds a million such names, and each call would otherwise
+        walk them all in Python.
+        """
+        if not steps_alike:
+            return np.fromiter(
+                map(predicate, self.strings), dtype=np.bool_, count=len(self.strings)
+            )
+        steps, others, other_text = self._step_split
+        out = np.zeros(len(self.strings), dtype=np.bool_)
+        out[others] = np.fromiter(map(predicate, other_text), dtype=np.bool_, count=len(others))
+        if len(steps):
+            out[steps] = bool(predicate(self.strings[int(steps[0])]))
+        return out
+
+    @cached_property
+    def _step_split(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], tuple[str, ...]]:
+        """Ids of the step names, ids of the others and the others' text, found once."""
+        is_step = np.fromiter(map(is_step_name, self.strings), np.bool_, len(self.strings))
+        others = np.flatnonzero(~is_step)
+        table = self.strings
+        return np.flatnonzero(is_step), others, tuple(table[i] for i in others.tolist())
 
     @property
     def span_ns(self) -> tuple[int, int]:
