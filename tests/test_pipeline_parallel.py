@@ -83,6 +83,22 @@ def test_bubble_part_is_the_truths_fill_and_drain(study: tuple[dict[str, Any], A
     assert sum(sf["by_category"].values()) == pytest.approx(sf["total"], rel=1e-9)
 
 
+def test_first_finding_is_the_bubble_with_its_lever(study: tuple[dict[str, Any], Any, Any]) -> None:
+    """The bubble is the biggest replayed lever at the target: it leads, names the levers
+    people use, and its gain is the replay's; send/recv is neither a transfer the
+    communication lever frees nor an op lever of its own."""
+    entry, _, _ = study
+    first = entry["findings"][0]
+    assert first["text"].startswith("Pipeline bubble:")
+    assert "More microbatches per step" in first["text"] and "interleaved" in first["text"]
+    target = max(int(p["world_size"]) for p in entry["scaling"]["projections"])
+    points = {int(p["world_size"]): p for p in entry["scaling"]["replay"]["levers"]["points"]}
+    levers = points[target]["levers"]
+    assert first["value"] == pytest.approx(levers["pipeline_bubble"]["speedup"])
+    assert levers["pipeline_bubble"]["speedup"] > levers["communication"]["speedup"]
+    assert not any("SendRecv" in f["text"] and f["kind"] == "op" for f in entry["findings"])
+
+
 def test_p2p_nodes_are_not_links_or_variability(study: tuple[dict[str, Any], Any, Any]) -> None:
     """No alpha-beta is fitted on the p2p nodes, and they wait for no slowest rank."""
     _, _, rs = study

@@ -21,6 +21,7 @@ from tracescale.findings.common import (
     speedup_text,
 )
 from tracescale.findings.levers import (
+    bubble_lever,
     category_levers,
     op_levers,
     replayed_gain,
@@ -205,7 +206,7 @@ def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
         return []
     mode = str(study.get("mode") or "strong")
     scored = _slowdown(study, runs) + category_levers(study, runs, mode)
-    scored += variability_lever(study, runs)
+    scored += variability_lever(study, runs) + bubble_lever(study, runs)
     scored += op_levers(study, runs, mode) + _stragglers(study, runs, unit_of(study))
     scored += _efficiency(study) + _optimum(study, runs)
     scored.sort(key=lambda sf: -sf[0])

@@ -61,6 +61,10 @@ _HOW_COPY = (
 )
 
 
+#: A pipeline's point-to-point ops and kernels (NCCL SendRecv, c10d/nccl send and recv).
+_P2P_OP = re.compile(r"SendRecv|nccl:(send|recv)|^c10d::(send|recv)|isend|irecv", re.I)
+
+
 def _copy_bound(run: dict[str, Any]) -> bool:
     """Synchronization mostly issued by host copies (their ops own at least half of it)."""
     ops = top_ops(run, "sync")
@@ -268,6 +272,28 @@ def variability_lever(
     return [(gain, Finding(text=text, category="communication", value=gain, kind="lever"))]
 
 
+def bubble_lever(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
+    """A pipeline's fill and drain (the serial fraction's pipeline bubble): what the step
+    replayed without them buys, and the levers that shrink them."""
+    t = target_of(study, runs[-1])
+    gain = replayed_gain(study, t.world_size, "pipeline_bubble")
+    if gain is None or gain < MIN_GAIN or t.step_s <= 0:
+        return []
+    sf = d(d(study.get("scaling")).get("serial_fraction"))
+    share = num(d(sf.get("by_category")).get("pipeline_bubble")) or 0.0
+    unit = unit_of(study)
+    where = f"at {unit.of(t.world_size)}" + (" (projected)" if t.projected else "")
+    text = (
+        "Pipeline bubble: each pipeline stage waits for its neighbours while the pipeline "
+        f"fills and drains ({share:.1%} of T(1) that does not shrink with more {unit.plural}, "
+        "and it grows as a share while each replica runs fewer microbatches). Without the fill "
+        f"and drain, steps would be {speedup_text(gain, t.step_s, t.step_s / gain)} {where} "
+        "(replayed). More microbatches per step (smaller microbatches or a larger global "
+        "batch), an interleaved schedule (virtual pipeline stages) or fewer stages shrink it."
+    )
+    return [(gain, Finding(text=text, category="communication", value=gain, kind="lever"))]
+
+
 def op_levers(
     study: dict[str, Any], runs: list[dict[str, Any]], mode: str, limit: int = 2
 ) -> list[tuple[float, Finding]]:
@@ -281,12 +307,15 @@ def op_levers(
     unit = unit_of(study)
     count = unit.of
     found = []
+    pipelined = replayed_gain(study, t.world_size, "pipeline_bubble") is not None
     for cat in d(last.get("top_ops")):
         for e in top_ops(last, cat):
             law = d(e.get("law"))
             share = num(e.get("share")) or 0.0
             if not law.get("flagged") or share >= 0.9:
                 continue  # one op that is its whole category: the category finding says it
+            if pipelined and _P2P_OP.search(str(e["name"])):
+                continue  # a pipeline's send/recv: the bubble's finding says what it costs
             whole = t.breakdown.get(cat, 0.0)
             if cat == "communication":
                 whole = max(whole - t.variability_s, 0.0)  # the slowest rank's lateness

@@ -15,6 +15,9 @@ Levers:
 - ``arrival``: every rank arrives at each collective as the typical one does (the waits for
   the slowest rank, random and systematic, at zero): what steadier data loading and per-rank
   work would buy;
+- ``pipeline_bubble``: in a pipeline-parallel job, the stage's point-to-point nodes keep only
+  the per-microbatch part of their law (``b/N`` of ``a + b/N``, :mod:`tracescale.replay.laws.p2p`):
+  the fill and drain gone, what more microbatches per step or an interleaved schedule buy;
 - ``straggler``: where the representative rank (the one the others wait for) computes slower
   than the median rank by :data:`STRAGGLER_MIN` or more, its kernels at the median rank's
   speed (the laws already divide that factor out; the graph keeps it).
@@ -26,6 +29,7 @@ applied to the projection's own step, as for the CUDA-graph lever
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +37,7 @@ import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.replay.engine.schedule import replay
+from tracescale.replay.laws.p2p import p2p_rows
 from tracescale.replay.project import ReplayStudy
 from tracescale.replay.scenario import scenario_study
 
@@ -47,7 +52,8 @@ ASSUMPTION = (
     "each lever replayed as the graph edit of its what-if: the category's nodes (for "
     "communication the collective transfers) at zero, at every N; 'arrival': every rank "
     "arrives at each collective as the typical rank does (no wait for the slowest rank); "
-    "'straggler': the representative rank's kernels at the median rank's speed"
+    "'straggler': the representative rank's kernels at the median rank's speed; "
+    "'pipeline_bubble': the stage's send/recv time at its per-microbatch part (no fill, no drain)"
 )
 
 
@@ -73,6 +79,30 @@ def _arrival_steps(study: ReplayStudy, n: int) -> np.ndarray:
     return out
 
 
+def _without_bubble(study: ReplayStudy, n: int) -> ReplayStudy | None:
+    """``study`` with its p2p nodes at the per-microbatch share of their law at ``n``."""
+    law = study.p2p
+    if law is None or law.form != "a+b/N" or len(law.coef) < 2:
+        return None
+    a, b = float(law.coef[0]), float(law.coef[1])
+    if a <= 0 or a + b / n <= 0:
+        return None
+    base = study.base
+    nodes = base.coll["node"].to_numpy()[p2p_rows(base.coll)]
+    if not len(nodes):
+        return None
+    keep = (b / n) / (a + b / n)
+    coll = base.coll.copy()
+    rows = p2p_rows(coll)
+    coll.loc[rows, "transfer"] = coll.loc[rows, "transfer"] * keep
+    coll.loc[rows, "wait"] = coll.loc[rows, "wait"] * keep
+    dur = base.graph.dur.copy()
+    dur[nodes] = np.round(dur[nodes] * keep).astype(np.int64)
+    graph = dataclasses.replace(base.graph, dur=dur)
+    new_base = dataclasses.replace(base, graph=graph, coll=coll)
+    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base), _points={}, _cache={})
+
+
 def lever_gains(study: ReplayStudy, sizes: Sequence[int]) -> dict[str, Any]:
     """Per world size: each lever's replayed speedup and the projected step it leads to."""
     scenarios = {
@@ -89,6 +119,9 @@ def lever_gains(study: ReplayStudy, sizes: Sequence[int]) -> dict[str, Any]:
         t = study.project(n).step_time_s
         edited = {cat: _mean(s.replayed_steps(n)) for cat, s in scenarios.items()}
         edited["arrival"] = _mean(_arrival_steps(study, n))
+        bubble = _without_bubble(study, n)
+        if bubble is not None:
+            edited["pipeline_bubble"] = _mean(bubble.replayed_steps(n))
         levers = {
             name: {"speedup": now / after, "step_time_s": t * after / now}
             for name, after in edited.items()

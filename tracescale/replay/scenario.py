@@ -8,9 +8,10 @@ waits are attributed to sync or communication, not to data loading). The transfo
 
 - every node in a scaled category (``Graph.category``) runs ``factor`` times as long, at every
   N (the laws are ratios, so a node's law is unchanged);
-- collective transfers scale with ``communication``; the waits for the slowest rank follow the
-  per-rank host delays, which scale with the category of the host pieces they show in (data
-  loading for a loader's delays, host for host work);
+- collective transfers scale with ``communication`` (a pipeline's send/recv nodes do not:
+  they hold its wait for the other stages, the pipeline bubble's lever); the waits for the
+  slowest rank follow the per-rank host delays, which scale with the category of the host
+  pieces they show in (data loading for a loader's delays, host for host work);
 - ``sync`` scales the time classify calls sync: the sync calls' own time and return latency
   (their wait for the device is the device's time and stays), and the main thread's host
   pieces after a sync returns until the next launch (classify: host time after a sync's
@@ -27,6 +28,7 @@ import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.replay.graph.build import DEV, GAP, SYNC, Graph
+from tracescale.replay.laws.p2p import p2p_rows
 from tracescale.replay.project import ReplayStudy
 from tracescale.replay.uncertainty.delays import DelayModel
 from tracescale.replay.uncertainty.tail_fit import GPTail
@@ -112,6 +114,10 @@ def scenario_study(study: ReplayStudy, factors: Mapping[str, float]) -> ReplaySt
     rescaled = {c for c, f in factors.items() if f != 1.0}
     cats = node_categories(g) if rescaled & {"sync", "host"} else g.category
     f_node = per_category[cats.astype(np.int64) + 1]
+    # a pipeline's send/recv nodes are its dependency on the other stages (fill, drain, the
+    # neighbours' compute), not a transfer a communication factor could shrink: kept
+    p2p = p2p_rows(base.coll)
+    f_node[base.coll["node"].to_numpy()[p2p]] = 1.0
     dur = np.round(g.dur * f_node).astype(np.int64)
     # a sync call's own time and return latency scale; its wait for the device does not
     is_sync = g.kind == SYNC
@@ -119,7 +125,7 @@ def scenario_study(study: ReplayStudy, factors: Mapping[str, float]) -> ReplaySt
     tail = np.where(is_sync, np.round(g.tail * f_node), g.tail).astype(np.int64)
     coll = base.coll.copy()
     f_comm = float(factors.get("communication", 1.0))
-    coll["transfer"] = coll["transfer"] * f_comm
+    coll["transfer"] = np.where(p2p, coll["transfer"], coll["transfer"] * f_comm)
     new_base = dataclasses.replace(
         base,
         graph=dataclasses.replace(g, dur=dur, fixed=fixed, tail=tail),
