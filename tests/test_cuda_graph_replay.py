@@ -20,8 +20,8 @@ from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.pipeline import analyze
 from tracescale.replay.engine import schedule as engine
-from tracescale.replay.graph.build import DEV, Graph, build_graph
 from tracescale.replay.graph import build as graph_mod
+from tracescale.replay.graph.build import DEV, Graph, build_graph
 from tracescale.simulate import pattern_params, simulate
 
 #: (pattern, seed, parameter overrides): bases under a graph, gaps from 1 to 3 us

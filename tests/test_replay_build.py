@@ -14,8 +14,8 @@ from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.replay.engine import compiled as compiled_loops
 from tracescale.replay.engine import schedule as engine
-from tracescale.replay.graph.build import build_graph
 from tracescale.replay.graph import host as graph_host
+from tracescale.replay.graph.build import build_graph
 from tracescale.replay.graph.host import _kept_leaves, innermost, thread_pieces
 
 
