@@ -59,7 +59,7 @@ ASSUMPTION = (
 
 def _present(study: ReplayStudy, cat: str) -> bool:
     """Whether removing ``cat`` can change the replay: it has time in the graph (or, for
-    communication, collective transfers; for data loading and host, per-rank delays)."""
+    communication, collective transfers)."""
     g = study.base.graph
     idx = CATEGORIES.index(cat)
     if cat == "communication" and len(study.base.coll):

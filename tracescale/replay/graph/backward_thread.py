@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph.build import DEV, GAP, Graph
+from tracescale.replay.graph.host_collectives import settle_waits
 
 I64 = npt.NDArray[np.int64]
 
@@ -109,15 +110,6 @@ def backward_thread_edges(graph: Graph) -> tuple[Graph, int]:
             spans = g.start[p] <= g.start[first] and end[last] <= end[p]
             if g.kind[p] == GAP and spans and dep2[p] < 0:
                 dep2[p] = waits[p] = last
-    for p, c in waits.items():
-        dur[p] = int(end[p]) - max(int(g.start[p]), int(end[c]))
-    order = g.order
-    if waits:
-        pos = np.empty(len(order), dtype=np.float64)
-        pos[order] = np.arange(len(order), dtype=np.float64)
-        for p, c in waits.items():  # processed after what it waits for
-            if pos[p] < pos[c]:
-                pos[p] = pos[c] + 0.5
-        order = np.argsort(pos, kind="stable").astype(g.order.dtype)
+    order = settle_waits(g, waits, dur)
     out = dataclasses.replace(g, dur=dur, dep=dep, lag=lag, dep2=dep2, release=release, order=order)
     return out, len(waits)

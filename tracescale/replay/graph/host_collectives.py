@@ -84,6 +84,16 @@ def host_collective_edges(graph: Graph) -> tuple[Graph, int]:
         if dep2[p] >= 0 and end[dep2[p]] >= ce:  # a later collective's end already gates it
             continue
         dep2[p] = waits[p] = c
+    order = settle_waits(g, waits, dur)
+    out = dataclasses.replace(g, dur=dur, dep=dep, lag=lag, dep2=dep2, release=release, order=order)
+    return out, len(waits)
+
+
+def settle_waits(g: Graph, waits: dict[int, int], dur: I64) -> npt.NDArray[np.intp]:
+    """Each waiting node ``p`` of ``waits`` (p -> the node it waits for) keeps only its
+    measured time after that node's end (``dur``, in place); returns the processing order
+    with every waiting node after what it waits for."""
+    end = g.start + g.dur
     for p, c in waits.items():
         dur[p] = int(end[p]) - max(int(g.start[p]), int(end[c]))
     order = g.order
@@ -94,8 +104,7 @@ def host_collective_edges(graph: Graph) -> tuple[Graph, int]:
             if pos[p] < pos[c]:
                 pos[p] = pos[c] + 0.5
         order = np.argsort(pos, kind="stable").astype(g.order.dtype)
-    out = dataclasses.replace(g, dur=dur, dep=dep, lag=lag, dep2=dep2, release=release, order=order)
-    return out, len(waits)
+    return order
 
 
 def _queued(
