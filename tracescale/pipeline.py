@@ -25,7 +25,7 @@ from tracescale.ingest.sniff import DEFAULT_MEMORY_BUDGET
 from tracescale.parallel.mapping import run_tasks
 from tracescale.parallel.tasks import RankTask, TaskError
 from tracescale.preflight import Prepared, fail_on_rejected, parse_steps, prepare, store_document
-from tracescale.runs import run_groups, run_to_dict, select_steps
+from tracescale.runs import run_groups, run_to_dict, select_steps, step_rows
 from tracescale.scaling import analyze_scaling
 from tracescale.scaling.result import synced_with
 from tracescale.study import Study, TypedParts, make_document
@@ -182,10 +182,12 @@ def analyze_study(
         runs, mode=mode, project=project, what_if=what_if, assumptions=assumptions
     )
     sdict = scaling.to_dict()
-    run_dicts = [run_to_dict(r) for r in runs]
+    run_dicts = [run_to_dict(r, rows=False) for r in runs]
     if replay is not None:
         warnings.extend(_replay(spec, results, runs, run_dicts, sdict, replay, steps))
         scaling = synced_with(scaling, sdict)
+    for run, rd in zip(runs, run_dicts, strict=True):  # after the replay: not both at its peak
+        rd["step_rows"] = step_rows(run)
     entry: dict[str, Any] = {
         "path": spec.path,
         "mode": scaling.mode,

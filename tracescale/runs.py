@@ -142,17 +142,51 @@ def _f(x: Any) -> float | None:
 
 
 def _rows(values: npt.NDArray[np.float64]) -> list[list[float | None]]:
-    """Rows as lists of floats, None where not finite: ``tolist`` converts in C, and only the
-    rows holding a NaN or an infinity are walked in Python (a million steps are 19 million
-    values)."""
-    rows: list[list[float | None]] = values.tolist()
-    for k in np.flatnonzero(~np.isfinite(values).all(axis=1)).tolist():
-        rows[k] = [_f(v) for v in rows[k]]
-    return rows
+    """Rows as lists of floats, None where not finite.
+
+    A million steps are 19 million values, 670 MB as distinct Python floats. A column of few
+    distinct values (a category that is zero in most steps, the rank) shares one float object
+    per value; the others convert in C (``tolist``). Only the non-finite cells are walked in
+    Python.
+    """
+    n = values.shape[0]
+    if n < _SHARE_FROM:
+        rows: list[list[float | None]] = values.tolist()
+        for k in np.flatnonzero(~np.isfinite(values).all(axis=1)).tolist():
+            rows[k] = [_f(v) for v in rows[k]]
+        return rows
+    cells = np.empty(values.shape, dtype=object)
+    for j, column in enumerate(values.T):
+        distinct, which = np.unique(column, return_inverse=True)
+        if len(distinct) <= n // 4:
+            shared = np.empty(len(distinct), dtype=object)
+            shared[:] = [_f(v) for v in distinct.tolist()]
+            cells[:, j] = shared[which.ravel()]
+        else:
+            cells[:, j] = column.tolist()
+            cells[~np.isfinite(column), j] = None
+    shared_rows: list[list[float | None]] = cells.tolist()
+    return shared_rows
 
 
-def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
-    """A run's entry of the contract (seconds), including the per-step rows it came from."""
+#: Rows from which columns share their repeated values (below, ``tolist`` is cheaper).
+_SHARE_FROM = 20_000
+
+
+def step_rows(run: RunBreakdown) -> dict[str, Any]:
+    """The run's per-step rows (``columns``, ``data``): the entry ``step_rows`` of the contract."""
+    return {
+        "columns": _ROW_COLUMNS,
+        "data": _rows(run.steps[_ROW_COLUMNS].to_numpy(dtype=np.float64)),
+    }
+
+
+def run_to_dict(run: RunBreakdown, *, rows: bool = True) -> dict[str, Any]:
+    """A run's entry of the contract (seconds), including the per-step rows it came from.
+
+    ``rows`` False leaves ``step_rows`` None for :func:`step_rows` to fill later: at a million
+    steps the rows are the document's largest part, and the replay's peak need not hold them.
+    """
     steps = run.steps
     per_rank_means = steps.groupby("rank")[["duration", *CATEGORIES]].mean()
     breakdown = {c: float(per_rank_means[c].mean()) for c in CATEGORIES}
@@ -191,10 +225,7 @@ def run_to_dict(run: RunBreakdown) -> dict[str, Any]:
             )
         ],
         "step_times_s": [float(x) for x in step_times],
-        "step_rows": {
-            "columns": _ROW_COLUMNS,
-            "data": _rows(steps[_ROW_COLUMNS].to_numpy(dtype=np.float64)),
-        },
+        "step_rows": step_rows(run) if rows else None,
         "clock_offsets_s": [
             {"execution": e, "rank": r, "offset_s": off, "scatter_s": sc}
             for e, r, off, sc in run.clock_offsets

@@ -60,4 +60,6 @@ def json_escape(text: str) -> str:
     Only valid on JSON text: outside strings JSON is ASCII, so every such character is in a
     string, where the escape means the character itself.
     """
+    if text.isascii() and "\x7f" not in text:  # a fast scan: most documents are ASCII
+        return text
     return text.translate(_JSON_RAW)

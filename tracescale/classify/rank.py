@@ -84,8 +84,12 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         warnings.append(f"{count} {what} skipped")
     strings = trace.strings
     host = ~ev.is_device
-    dev_t = classify_events(rules.device, DEVICE_TARGETS, strings, ev.name, ev.cat)
-    host_t = classify_events(rules.host, _HOST_T, strings, ev.name, ev.cat)
+    dev_t = classify_events(
+        rules.device, DEVICE_TARGETS, strings, ev.name, ev.cat, step_names=trace.step_names
+    )
+    host_t = classify_events(
+        rules.host, _HOST_T, strings, ev.name, ev.cat, step_names=trace.step_names
+    )
     dev_t = np.where(ev.is_device, dev_t, -1).astype(np.int8)
     host_t = np.where(host, host_t, -1).astype(np.int8)
     lo, hi = int(win.start[0]), int(win.end[-1])

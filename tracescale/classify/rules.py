@@ -182,6 +182,8 @@ def classify_events(
     strings: tuple[str, ...],
     name: npt.NDArray[np.int32],
     cat: npt.NDArray[np.int32],
+    *,
+    step_names: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.int8]:
     """Target index per event (-1 when no rule matches), first matching rule wins.
 
@@ -193,23 +195,33 @@ def classify_events(
     regex walks over the rules: the rules see every such name of one category as the first
     in the string table (a prefix test finds them), so a rule cannot tell step numbers
     apart; the step windows read the numbers (:mod:`tracescale.ingest.steps`).
+    ``step_names`` marks those names in ``strings`` (``TraceData.step_names``, found once
+    per trace); without it the names the events use are tested here.
     """
     out = np.full(name.shape[0], -1, dtype=np.int8)
     if name.shape[0] == 0:
         return out
     keys, inverse = np.unique(pair_keys(cat, name), return_inverse=True)
+    cats = (keys >> 32).astype(np.int64)
+    names = ((keys & 0xFFFFFFFF) - 1).astype(np.int64)
+    step = np.zeros(len(keys), dtype=np.bool_)
+    used = names >= 0
+    if step_names is not None:
+        step[used] = step_names[names[used]]
+    else:
+        step[used] = np.fromiter(
+            (is_step_name(strings[k]) for k in names[used].tolist()), np.bool_, int(used.sum())
+        )
+    step_at = np.flatnonzero(step)
+    _, first, per_cat = np.unique(cats[step_at], return_index=True, return_inverse=True)
+    asked = np.sort(np.concatenate([np.flatnonzero(~step), step_at[first]]))
     result = np.full(len(keys), -1, dtype=np.int8)
-    per_step_cat: dict[int, int] = {}
-    pairs = zip((keys >> 32).tolist(), ((keys & 0xFFFFFFFF) - 1).tolist(), strict=True)
-    for j, (c, n) in enumerate(pairs):
-        name_s = strings[n] if n >= 0 else ""
-        step = is_step_name(name_s)
-        if step and c in per_step_cat:
-            result[j] = per_step_cat[c]
-            continue
-        result[j] = _first_target(rules, targets, strings[c] if c >= 0 else "", name_s)
-        if step:
-            per_step_cat[c] = int(result[j])
+    for j, c, n in zip(asked.tolist(), cats[asked].tolist(), names[asked].tolist(), strict=True):
+        result[j] = _first_target(
+            rules, targets, strings[c] if c >= 0 else "", strings[n] if n >= 0 else ""
+        )
+    if len(step_at):
+        result[step_at] = result[step_at[first]][per_cat.ravel()]
     return result[inverse.ravel()]
 
 

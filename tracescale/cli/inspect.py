@@ -63,7 +63,14 @@ def collectives(trace: RankTrace, rules: RuleSet | None = None) -> dict[str, Any
     if len(ev) == 0:
         return out
     rule_set = rules if rules is not None else load_rules()
-    dev_t = classify_events(rule_set.device, DEVICE_TARGETS, trace.strings, ev.name, ev.cat)
+    dev_t = classify_events(
+        rule_set.device,
+        DEVICE_TARGETS,
+        trace.strings,
+        ev.name,
+        ev.cat,
+        step_names=trace.step_names,
+    )
     out["kernels"] = _count(trace, np.flatnonzero(ev.is_device & (dev_t == _COMM)))
     host = ~ev.is_device
     for source, prefixes in (("nccl:*/gloo:*", ("nccl:", "gloo:")), ("c10d::*", ("c10d::",))):

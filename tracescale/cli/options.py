@@ -376,7 +376,8 @@ def emit(text: str, output: str | None, *, inputs: list[str], force: bool) -> No
     Bytes of a non-UTF-8 path (kept by Python as lone surrogates) become U+FFFD, so every
     report is valid UTF-8.
     """
-    text = _UNDECODABLE.sub("\ufffd", text)
+    if not text.isascii():
+        text = _UNDECODABLE.sub("\ufffd", text)
     if output is None or output == "-":
         click.echo(text, nl=not text.endswith("\n"))
         return

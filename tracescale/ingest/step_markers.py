@@ -103,7 +103,7 @@ def candidates(trace: RankTrace, pid: int, tid: int) -> list[Marker]:
     if cat_id < 0:
         return []
     sel = (ev.pid == pid) & (ev.tid == tid) & ~ev.is_device & (ev.cat == cat_id) & (ev.dur > 0)
-    step_mask = trace.string_mask(lambda s: bool(_PROFILER_STEP.match(s)))
+    step_mask = trace.string_mask(lambda s: bool(_PROFILER_STEP.match(s)), steps_alike=True)
     if step_mask.shape[0]:
         sel &= ~step_mask[ev.name]
     idx = np.flatnonzero(sel)

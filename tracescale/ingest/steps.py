@@ -83,18 +83,21 @@ def _step_ids(trace: RankTrace) -> I32:
 
 def _step_numbers(trace: RankTrace, ids: I32) -> I64:
     """The N of each ``ProfilerStep#N`` name in ``ids``: of the plain form (ASCII digits up
-    to :data:`MAX_STEP_DIGITS`) read by ``int``, else through the regex and
-    :func:`step_number`, which refuses a corrupt number."""
+    to :data:`MAX_STEP_DIGITS`, ``trace.step_names``) read by ``int`` in one map, else through
+    the regex and :func:`step_number`, which refuses a corrupt number."""
     table, path, cut = trace.strings, trace.meta.path, len(_STEP_PREFIX)
+    names = [table[i] for i in ids.tolist()]
+    lengths = np.fromiter(map(len, names), np.int64, len(names))
+    plain = trace.step_names[ids] & (lengths <= cut + MAX_STEP_DIGITS)
+    if plain.all():
+        return np.fromiter((int(n[cut:]) for n in names), np.int64, len(names))
     out: list[int] = []
-    for i in ids.tolist():
-        digits = table[i][cut:]
-        if not (len(digits) <= MAX_STEP_DIGITS and digits.isascii() and digits.isdigit()):
-            match = _STEP_RE.match(table[i])
-            digits = match.group(1) if match else digits
-            out.append(step_number(digits, path=path))
-        else:
-            out.append(int(digits))
+    for text, simple in zip(names, plain.tolist(), strict=True):
+        if simple:
+            out.append(int(text[cut:]))
+            continue
+        match = _STEP_RE.match(text)
+        out.append(step_number(match.group(1) if match else text[cut:], path=path))
     return np.array(out, dtype=np.int64)
 
 

@@ -156,9 +156,14 @@ class RankTrace:
         return out
 
     @cached_property
+    def step_names(self) -> BOOL:
+        """Which strings are ``ProfilerStep#N`` names (:func:`is_step_name`), found once."""
+        return np.fromiter(map(is_step_name, self.strings), np.bool_, len(self.strings))
+
+    @cached_property
     def _step_split(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], tuple[str, ...]]:
         """Ids of the step names, ids of the others and the others' text, found once."""
-        is_step = np.fromiter(map(is_step_name, self.strings), np.bool_, len(self.strings))
+        is_step = self.step_names
         others = np.flatnonzero(~is_step)
         table = self.strings
         return np.flatnonzero(is_step), others, tuple(table[i] for i in others.tolist())

@@ -8,12 +8,11 @@ import graph has no cycle. The renderers load on first use, keeping ``--format j
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from tracescale.errors import UsageError
-from tracescale.report.jsonsafe import finite
+from tracescale.report.jsonsafe import dumps
 from tracescale.text import json_escape
 
 FORMATS: tuple[str, ...] = ("table", "json", "markdown", "html")
@@ -42,7 +41,7 @@ def known_extensions() -> list[str]:
 
 def render_json(doc: dict[str, Any]) -> str:
     """The document itself, indented, strictly valid JSON (names exact, controls escaped)."""
-    text = json.dumps(finite(doc), indent=2, ensure_ascii=False, allow_nan=False)
+    text = dumps(doc, indent=2)
     return json_escape(text) + "\n"
 
 

@@ -65,13 +65,17 @@ def node_categories(
     out = np.full(n, CAT["host"], dtype=np.int8)
     dev = kind == kinds["device"]
     if dev.any():
-        dev_t = classify_events(rules.device, DEVICE_TARGETS, strings, ev.name, ev.cat)
+        dev_t = classify_events(
+            rules.device, DEVICE_TARGETS, strings, ev.name, ev.cat, step_names=trace.step_names
+        )
         t = dev_t[np.clip(event[dev], 0, None)]
         out[dev] = np.where(t >= 0, _DEVICE_CODES[np.clip(t, 0, None)], -1)
     on_main = (res == main_res) & ~dev & (kind != kinds["device_collective"])
     if on_main.any():
         host = ~ev.is_device & (ev.pid == main[0]) & (ev.tid == main[1])
-        host_t = classify_events(rules.host, HOST_TARGETS, strings, ev.name, ev.cat)
+        host_t = classify_events(
+            rules.host, HOST_TARGETS, strings, ev.name, ev.cat, step_names=trace.step_names
+        )
         idx = np.flatnonzero(on_main)
         mid = start[idx] + dur[idx] // 2
         todo = np.ones(len(idx), dtype=np.bool_)
