@@ -1,6 +1,7 @@
 """Levers through the replay checked against the simulator run with that change made: the data
-loader, the post-sync host stall, rank 0's metric reduction removed and a straggler brought to
-the median rank's speed, at measured and projected world sizes; the first findings quote the
+loader, the post-sync host stall, rank 0's metric reduction removed, compute's replicated part
+(the optimizer, the gradient zeroing) divided over the ranks and a straggler brought to the
+median rank's speed, at measured and projected world sizes; the first findings quote the
 replayed gains."""
 
 from __future__ import annotations
@@ -83,3 +84,25 @@ def test_a_straggler_at_the_median_speed_matches_the_simulator_without_it(
         and "replayed with its kernels at the median rank's speed" in (straggler[0]["text"])
     )
     assert straggler[0]["value"] == pytest.approx(levers[4]["levers"]["straggler"]["speedup"])
+
+
+@pytest.mark.parametrize("opt_time", [0.006, 0.02])
+def test_compute_made_parallel_matches_the_simulator_with_a_sharded_optimizer(
+    tmp_path: Path, opt_time: float
+) -> None:
+    """DDP replicates the optimizer and the gradients' zeroing on every rank: compute's part that
+    does not shrink. The lever replays it as ``(a + b)/N``; the truth is the simulator with those
+    kernels' time divided by N (as a sharded optimizer would make it)."""
+    p = replace(SimParams(), layers=4, jitter=0.0, opt_time=opt_time)
+    simulate(SIZES, tmp_path, steps=5, params=p)
+    doc = analyze(tmp_path, project=TARGETS, jobs=1, no_cache=True).to_dict()
+    levers = _levers(doc)
+    for n in TARGETS[1:]:
+        free = replace(p, opt_time=p.opt_time / n, fill_kernel_time=p.fill_kernel_time / n)
+        gain = true_step_time(p, "strong", n) / true_step_time(free, "strong", n)
+        got = levers[n]["levers"]["compute"]
+        assert got["speedup"] == pytest.approx(gain, rel=0.01), n
+    study = doc["studies"][0]
+    compute = [f for f in study["findings"] if f["kind"] == "lever" and f["category"] == "compute"]
+    assert len(compute) == 1 and "(replayed)" in compute[0]["text"]
+    assert compute[0]["value"] == pytest.approx(levers[16]["levers"]["compute"]["speedup"])

@@ -158,7 +158,7 @@ def category_levers(
             how = f"it were {how_cat or _HOW.get(cat, 'removed').format(unit=unit.name)}"
         after = t.step_s - there + min(fixed, there)
         replayed = _graph_gain(study, t.world_size) if how_launch else None
-        removed = None if cat == "compute" else replayed_gain(study, t.world_size, cat)
+        removed = replayed_gain(study, t.world_size, cat)
         if replayed is not None:  # the step replayed with one graph launch: what it buys
             after = t.step_s / replayed
         elif removed is not None:  # the step replayed without the category

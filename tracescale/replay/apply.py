@@ -394,5 +394,5 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     # what one CUDA graph launch per step would buy (the launch-bound lever reads it)
     scaling["replay"]["cuda_graph"] = graph_capture_gain(study, [base_n, *targets])
     # what fixing each category (or every rank's arrival) buys: the findings' levers read it
-    scaling["replay"]["levers"] = lever_gains(study, [base_n, *targets])
+    scaling["replay"]["levers"] = lever_gains(study, [base_n, *targets], mode=mode)
     return warnings

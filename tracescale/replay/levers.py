@@ -18,6 +18,11 @@ Levers:
 - ``pipeline_bubble``: in a pipeline-parallel job, the stage's point-to-point nodes keep only
   the per-microbatch part of their law (``b/N`` of ``a + b/N``, :mod:`tracescale.replay.laws.p2p`):
   the fill and drain gone, what more microbatches per step or an interleaved schedule buy;
+- ``compute``: every compute kernel group's part that does not shrink (``a`` of its law
+  ``a + b/N``) made parallel: its law becomes ``(a + b)/N``, equal at N=1, and its nodes at the
+  largest measured N take that law's time there (a ratio-based law cannot move work from one
+  term to the other by itself); strong scaling only (in weak scaling work per rank is meant to
+  stay);
 - ``straggler``: where the representative rank (the one the others wait for) computes slower
   than the median rank by :data:`STRAGGLER_MIN` or more, its kernels at the median rank's
   speed (the laws already divide that factor out; the graph keeps it).
@@ -37,6 +42,8 @@ import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.replay.engine.schedule import replay
+from tracescale.replay.graph.build import DEV
+from tracescale.replay.laws.nodes import CONSTANT, Law
 from tracescale.replay.laws.p2p import p2p_rows
 from tracescale.replay.project import ReplayStudy
 from tracescale.replay.scenario import scenario_study
@@ -52,7 +59,8 @@ ASSUMPTION = (
     "each lever replayed as the graph edit of its what-if: the category's nodes (for "
     "communication the collective transfers) at zero, at every N; 'arrival': every rank "
     "arrives at each collective as the typical rank does (no wait for the slowest rank); "
-    "'straggler': the representative rank's kernels at the median rank's speed; "
+    "'compute': each compute kernel's part that does not shrink made parallel (a + b/N -> "
+    "(a + b)/N); 'straggler': the representative rank's kernels at the median rank's speed; "
     "'pipeline_bubble': the stage's send/recv time at its per-microbatch part (no fill, no drain)"
 )
 
@@ -103,11 +111,59 @@ def _without_bubble(study: ReplayStudy, n: int) -> ReplayStudy | None:
     return dataclasses.replace(study, runs=(*study.runs[:-1], new_base), _points={}, _cache={})
 
 
-def lever_gains(study: ReplayStudy, sizes: Sequence[int]) -> dict[str, Any]:
+def _parallel_law(law: Law) -> Law | None:
+    """``law`` with its constant part parallel: ``a + b/N`` -> ``(a + b)/N`` (None: nothing
+    to move, the law is already ``b/N``)."""
+
+    def moved(form: str, coef: tuple[float, ...]) -> tuple[float, ...]:
+        if form == "a":
+            return (coef[0],)
+        if form == "a+b/N":
+            return (coef[0] + coef[1],)
+        return coef
+
+    if law.form == "b/N" or law.value(1.0) <= 0:
+        return None
+    return Law("b/N", moved(law.form, law.coef), "b/N", moved(law.alt_form, law.alt_coef), 0.0)
+
+
+def _compute_parallel(study: ReplayStudy) -> ReplayStudy | None:
+    """``study`` with every compute kernel group's constant part parallel (see the module
+    docstring); None when no compute group has one."""
+    base = study.base
+    g = base.graph
+    ref = float(base.world_size)
+    comp = (g.kind >= DEV) & (g.category == CATEGORIES.index("compute")) & (g.group >= 0)
+    factor = np.ones(len(g.groups))
+    laws = dict(study.laws)
+    for k in np.unique(g.group[comp]).tolist():
+        name = g.groups[k]
+        law = study.laws.get(name)
+        new = _parallel_law(law) if law is not None and law is not CONSTANT else None
+        if new is None or law is None or law.value(ref) <= 0:
+            continue
+        factor[k] = new.value(ref) / law.value(ref)
+        laws[name] = new
+    if np.all(factor == 1.0):
+        return None
+    dur = g.dur.copy()
+    dur[comp] = np.round(dur[comp] * factor[g.group[comp]]).astype(np.int64)
+    new_base = dataclasses.replace(base, graph=dataclasses.replace(g, dur=dur))
+    return dataclasses.replace(
+        study, runs=(*study.runs[:-1], new_base), laws=laws, _points={}, _cache={}
+    )
+
+
+def lever_gains(
+    study: ReplayStudy, sizes: Sequence[int], *, mode: str = "strong"
+) -> dict[str, Any]:
     """Per world size: each lever's replayed speedup and the projected step it leads to."""
     scenarios = {
         cat: scenario_study(study, {cat: 0.0}) for cat in LEVER_CATEGORIES if _present(study, cat)
     }
+    parallel = _compute_parallel(study) if mode != "weak" else None
+    if parallel is not None:
+        scenarios["compute"] = parallel
     slow = study.base.device_factor
     if slow >= STRAGGLER_MIN:
         scenarios["straggler"] = scenario_study(study, {"compute": 1.0 / slow})
