@@ -79,11 +79,14 @@ def _replay(
     steps: slice | None,
 ) -> list[str]:
     """replay_error per run, and projections through the replay of the largest run."""
+    from tracescale.findings.levers import op_candidates
     from tracescale.replay.apply import apply_replay, default_gpus_per_node
     from tracescale.replay.engine.run import replay_run, representative_rank
+    from tracescale.replay.levers import op_group
     from tracescale.replay.project import fit_replay
 
     rules = load_rules(opts.rules)
+    ops = [op_group(cat, str(e["name"])) for cat, e in op_candidates(run_dicts[-1])]
     by_rank: dict[tuple[int, int], str] = {}
     for run_spec in spec.runs:
         for f in (f for g in run_spec.groups for f in g.files):
@@ -128,14 +131,14 @@ def _replay(
             inter_bandwidth=opts.inter_node_bandwidth,
             inter_latency=opts.inter_node_latency,
         )
-        notes.extend(apply_replay(sdict, study))
+        notes.extend(apply_replay(sdict, study, ops=ops))
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     elif len(runs) == 1 and len(usable) == 1:  # one run: the laws are the stated assumptions
         from tracescale.replay.laws.assumed import assumed_study
 
         study = fit_replay(usable, gpus_per_node=opts.gpus_per_node, validate=False)
         study = assumed_study(study, str(sdict["mode"]), dict(sdict.get("assumptions") or {}))
-        notes.extend(apply_replay(sdict, study))
+        notes.extend(apply_replay(sdict, study, ops=ops))
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     else:
         why = "no replay of the largest run and another"
@@ -183,6 +186,7 @@ def analyze_study(
     )
     sdict = scaling.to_dict()
     run_dicts = [run_to_dict(r, rows=False) for r in runs]
+    attach_laws(run_dicts, scaling.mode)  # before the replay: it replays the flagged top ops
     if replay is not None:
         warnings.extend(_replay(spec, results, runs, run_dicts, sdict, replay, steps))
         scaling = synced_with(scaling, sdict)
@@ -202,7 +206,6 @@ def analyze_study(
             )
         ),
     }
-    attach_laws(entry["runs"], scaling.mode)
     entry["findings"] = top_findings(entry)
     return entry, tuple(runs), scaling
 

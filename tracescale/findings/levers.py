@@ -33,6 +33,7 @@ from tracescale.findings.common import (
     target_of,
     top_ops,
 )
+from tracescale.replay.levers import op_group
 from tracescale.report.fmt import Unit, label, num, secs, unit_of
 from tracescale.report.names import short_name
 
@@ -294,10 +295,43 @@ def bubble_lever(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tupl
     return [(gain, Finding(text=text, category="communication", value=gain, kind="lever"))]
 
 
+#: Top ops replayed without them per study (the largest non-shrinking parts first).
+MAX_REPLAYED_OPS = 4
+
+
+def op_candidates(last: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The largest run's top ops that an op finding may name: flagged by their law (not
+    shrinking; growing, in weak scaling), not their whole category, not collectives (the
+    communication lever speaks for those) nor a pipeline's send/recv (the bubble's finding
+    does), largest time first. The replay removes each (``replay.levers`` ``ops``)."""
+    out = []
+    for cat in d(last.get("top_ops")):
+        if cat == "communication":
+            continue
+        for e in top_ops(last, cat):
+            law = d(e.get("law"))
+            share = num(e.get("share")) or 0.0
+            if not law.get("flagged") or share >= 0.9 or _P2P_OP.search(str(e["name"])):
+                continue
+            out.append((cat, e))
+    out.sort(key=lambda ce: -(num(ce[1].get("seconds")) or 0.0))
+    return out[:MAX_REPLAYED_OPS]
+
+
+def _replayed_op(study: dict[str, Any], n: int, group: str) -> float | None:
+    """The replay's speedup at ``n`` without the op's law group, None where not replayed."""
+    levers = d(d(d(study.get("scaling")).get("replay")).get("levers"))
+    for p in levers.get("points") or []:
+        if isinstance(p, dict) and int(p.get("world_size", -1)) == n:
+            return num(d(d(p.get("ops")).get(group)).get("speedup"))
+    return None
+
+
 def op_levers(
     study: dict[str, Any], runs: list[dict[str, Any]], mode: str, limit: int = 2
 ) -> list[tuple[float, Finding]]:
-    """Top ops flagged as not shrinking (growing, in weak scaling): what removing each buys."""
+    """Top ops flagged as not shrinking (growing, in weak scaling): what removing each buys,
+    replayed (the step without the op's nodes at the target N)."""
     if len(runs) < 2:
         return []
     last = runs[-1]
@@ -307,33 +341,22 @@ def op_levers(
     unit = unit_of(study)
     count = unit.of
     found = []
-    pipelined = replayed_gain(study, t.world_size, "pipeline_bubble") is not None
-    for cat in d(last.get("top_ops")):
-        for e in top_ops(last, cat):
-            law = d(e.get("law"))
-            share = num(e.get("share")) or 0.0
-            if not law.get("flagged") or share >= 0.9:
-                continue  # one op that is its whole category: the category finding says it
-            if pipelined and _P2P_OP.search(str(e["name"])):
-                continue  # a pipeline's send/recv: the bubble's finding says what it costs
-            whole = t.breakdown.get(cat, 0.0)
-            if cat == "communication":
-                whole = max(whole - t.variability_s, 0.0)  # the slowest rank's lateness
-            part = share * whole
-            if part <= 0 or t.step_s - part <= 0:
-                continue
-            gain = t.step_s / (t.step_s - part)
-            if gain < MIN_GAIN:
-                continue
-            verb = "grows" if str(law.get("form", "")).startswith("grows") else "does not shrink"
-            text = (
-                f"`{short_name(str(e['name']))}` ({label(cat).lower()}) {verb} with more "
-                f"{unit.plural} ({law.get('form')}): {secs(e.get('seconds'))} per step at "
-                f"{count(last.get('world_size'))}, {share:.0%} of "
-                f"{basis_clause(last, cat, lead='the ') or label(cat).lower()}. "
-                f"Without it, steps would be {speedup_text(gain, t.step_s, t.step_s - part)} "
-                f"at {count(t.world_size)} (projected)."
-            )
-            found.append((gain, Finding(text=text, category=cat, value=gain, kind="op")))
+    for cat, e in op_candidates(last):
+        law = d(e.get("law"))
+        share = num(e.get("share")) or 0.0
+        gain = _replayed_op(study, t.world_size, op_group(cat, str(e["name"])))
+        if gain is None or gain < MIN_GAIN:
+            continue
+        after = t.step_s / gain
+        verb = "grows" if str(law.get("form", "")).startswith("grows") else "does not shrink"
+        text = (
+            f"`{short_name(str(e['name']))}` ({label(cat).lower()}) {verb} with more "
+            f"{unit.plural} ({law.get('form')}): {secs(e.get('seconds'))} per step at "
+            f"{count(last.get('world_size'))}, {share:.0%} of "
+            f"{basis_clause(last, cat, lead='the ') or label(cat).lower()}. "
+            f"Without it, steps would be {speedup_text(gain, t.step_s, after)} "
+            f"at {count(t.world_size)} (projected; replayed)."
+        )
+        found.append((gain, Finding(text=text, category=cat, value=gain, kind="op")))
     found.sort(key=lambda sf: -sf[0])
     return found[:limit]

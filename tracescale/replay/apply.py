@@ -227,8 +227,12 @@ def _headline_serial(
     scaling["amdahl_limit"] = 1.0 / f if f > 0 else None
 
 
-def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
-    """Replace projections (and the curve) in ``scaling`` by replayed ones; returns warnings."""
+def apply_replay(
+    scaling: dict[str, Any], study: ReplayStudy, *, ops: Sequence[str] = ()
+) -> list[str]:
+    """Replace projections (and the curve) in ``scaling`` by replayed ones; returns warnings.
+
+    ``ops``: law groups of top ops to replay without (``replay.levers`` ``ops``)."""
     mode = str(scaling["mode"])
     points = scaling["points"]
     base_n = int(scaling["baseline_world_size"])
@@ -394,5 +398,5 @@ def apply_replay(scaling: dict[str, Any], study: ReplayStudy) -> list[str]:
     # what one CUDA graph launch per step would buy (the launch-bound lever reads it)
     scaling["replay"]["cuda_graph"] = graph_capture_gain(study, [base_n, *targets])
     # what fixing each category (or every rank's arrival) buys: the findings' levers read it
-    scaling["replay"]["levers"] = lever_gains(study, [base_n, *targets], mode=mode)
+    scaling["replay"]["levers"] = lever_gains(study, [base_n, *targets], mode=mode, ops=ops)
     return warnings

@@ -27,6 +27,12 @@ Levers:
   than the median rank by :data:`STRAGGLER_MIN` or more, its kernels at the median rank's
   speed (the laws already divide that factor out; the graph keeps it).
 
+Op levers (``ops``): a top op that does not shrink with N (its ``top_ops`` law flagged) is
+replayed without its nodes, the law group of a kernel (``kernel:NAME``) or of the host gaps
+inside an op (``gap:NAME``): what dropping, fusing or sharding that one op would buy. Collective
+kernels have one law group for all of them (their time is the alpha-beta model's); the
+communication lever speaks for them.
+
 The gain is the ratio of the two replays' mean steps (same durations, same waits otherwise),
 applied to the projection's own step, as for the CUDA-graph lever
 (:mod:`tracescale.replay.cuda_graph_gain`).
@@ -154,10 +160,46 @@ def _compute_parallel(study: ReplayStudy) -> ReplayStudy | None:
     )
 
 
+def _without_group(study: ReplayStudy, group: str) -> ReplayStudy | None:
+    """``study`` with the nodes of law group ``group`` at zero (None: no such nodes)."""
+    g = study.base.graph
+    if group not in g.groups:
+        return None
+    nodes = (g.group == g.groups.index(group)) & (g.dur > 0)
+    if not nodes.any():
+        return None
+    dur = np.where(nodes, 0, g.dur).astype(np.int64)
+    base = study.base
+    new_base = dataclasses.replace(
+        base,
+        graph=dataclasses.replace(g, dur=dur),
+        delay_excess=np.where(
+            (base.delay_node >= 0) & nodes[np.clip(base.delay_node, 0, None)],
+            0.0,
+            base.delay_excess,
+        )
+        if len(base.delay_node)
+        else base.delay_excess,
+    )
+    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base), _points={}, _cache={})
+
+
+def op_group(category: str, name: str) -> str:
+    """The law group of a ``top_ops`` name in ``category``: its kernels', or the host gaps'
+    inside it (host categories)."""
+    host = category in ("host", "dataloader", "sync", "reduction")
+    return ("gap:" if host else "kernel:") + name
+
+
 def lever_gains(
-    study: ReplayStudy, sizes: Sequence[int], *, mode: str = "strong"
+    study: ReplayStudy,
+    sizes: Sequence[int],
+    *,
+    mode: str = "strong",
+    ops: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Per world size: each lever's replayed speedup and the projected step it leads to."""
+    """Per world size: each lever's replayed speedup and the projected step it leads to; per
+    op group in ``ops`` (:func:`op_group`), the same without that op (``ops`` of a point)."""
     scenarios = {
         cat: scenario_study(study, {cat: 0.0}) for cat in LEVER_CATEGORIES if _present(study, cat)
     }
@@ -167,6 +209,9 @@ def lever_gains(
     slow = study.base.device_factor
     if slow >= STRAGGLER_MIN:
         scenarios["straggler"] = scenario_study(study, {"compute": 1.0 / slow})
+    without_op = {
+        op: cut for op in dict.fromkeys(ops) if (cut := _without_group(study, op)) is not None
+    }
     points = []
     for n in sorted({int(s) for s in sizes}):
         now = _mean(study.replayed_steps(n))
@@ -183,5 +228,13 @@ def lever_gains(
             for name, after in edited.items()
             if after > 0 and now / after >= MIN_RECORDED_GAIN
         }
-        points.append({"world_size": n, "step_time_s": t, "levers": levers})
+        op_steps = {op: _mean(s.replayed_steps(n)) for op, s in without_op.items()}
+        point: dict[str, Any] = {"world_size": n, "step_time_s": t, "levers": levers}
+        if without_op:
+            point["ops"] = {
+                op: {"speedup": now / after, "step_time_s": t * after / now}
+                for op, after in op_steps.items()
+                if after > 0
+            }
+        points.append(point)
     return {"points": points, "assumption": ASSUMPTION}
