@@ -106,3 +106,20 @@ def test_compute_made_parallel_matches_the_simulator_with_a_sharded_optimizer(
     compute = [f for f in study["findings"] if f["kind"] == "lever" and f["category"] == "compute"]
     assert len(compute) == 1 and "(replayed)" in compute[0]["text"]
     assert compute[0]["value"] == pytest.approx(levers[16]["levers"]["compute"]["speedup"])
+
+
+def test_an_op_that_does_not_shrink_is_replayed_without_it(tmp_path: Path) -> None:
+    """The optimizer's kernels (replicated under DDP) are the flagged top op: its finding's gain
+    is the replay without those kernels, which the simulator without an optimizer confirms."""
+    p = replace(SimParams(), layers=4, jitter=0.0, opt_time=0.02)
+    simulate(SIZES, tmp_path, steps=5, params=p)
+    doc = analyze(tmp_path, project=TARGETS, jobs=1, no_cache=True).to_dict()
+    study = doc["studies"][0]
+    (op,) = [f for f in study["findings"] if f["kind"] == "op"]
+    assert "multi_tensor_apply_kernel" in op["text"] and "(projected; replayed)" in op["text"]
+    ops = _levers(doc)[16]["ops"]
+    (group,) = [k for k in ops if "multi_tensor_apply_kernel" in k]
+    assert op["value"] == pytest.approx(ops[group]["speedup"], rel=1e-12)
+    free = replace(p, opt_time=0.0)
+    gain = true_step_time(p, "strong", 16) / true_step_time(free, "strong", 16)
+    assert op["value"] == pytest.approx(gain, rel=0.02)
