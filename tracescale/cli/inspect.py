@@ -27,6 +27,7 @@ from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.discover import RankFile, RunSpec, StudySpec, discover
 from tracescale.ingest.group import load_group, pooled_windows_note
+from tracescale.ingest.groups import group_table
 from tracescale.ingest.sniff import ET_NOTE
 from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
@@ -142,8 +143,38 @@ def _error_row(rf: RankFile, exc: InvalidTraceError) -> dict[str, Any]:
     return {"file": rf.path, "size_bytes": rf.size, "rank": rf.rank, "error": exc.message}
 
 
-def run_summary(run: RunSpec, memory_budget: int, rules: RuleSet | None = None) -> dict[str, Any]:
-    """Rows of every rank file of a run, bad files as error rows."""
+def group_rows(trace: RankTrace, world_size: int) -> list[tuple[int, str, int, str]]:
+    """(world size, group key, group size, collective type) of every distinct process group
+    use of the trace: the rows the size laws and the mesh read (``replay.laws.mesh``)."""
+    ev, strings = trace.events, trace.strings
+    table = group_table(trace)
+    idx = np.flatnonzero(table.of_event >= 0)
+    if not len(idx):
+        return []
+    pairs = np.unique(np.stack([table.of_event[idx], ev.coll_name[idx], ev.name[idx]], 1), axis=0)
+    out = set()
+    for gid, coll_id, name_id in pairs.tolist():
+        g = table.groups[gid]
+        size = g.size if g.size > 0 else world_size
+        out.add(
+            (
+                world_size,
+                g.key,
+                size,
+                collective_type(strings[coll_id if coll_id >= 0 else name_id]),
+            )
+        )
+    return sorted(out)
+
+
+def run_summary(
+    run: RunSpec,
+    memory_budget: int,
+    rules: RuleSet | None = None,
+    groups: list[tuple[int, str, int, str]] | None = None,
+) -> dict[str, Any]:
+    """Rows of every rank file of a run, bad files as error rows (``groups``: gets each rank's
+    :func:`group_rows`)."""
     rows: list[dict[str, Any]] = []
     for group in run.groups:
         errors: dict[str, dict[str, Any]] = {}
@@ -164,6 +195,9 @@ def run_summary(run: RunSpec, memory_budget: int, rules: RuleSet | None = None) 
             windows = pooled.get(rf.rank, [])
             files = [w.meta.path for w in windows] or None
             row = rank_summary(trace, rf, run.world_size, rules, files)
+            row["devices"] = len(trace.meta.device_names)
+            if groups is not None:
+                groups.extend(group_rows(trace, run.world_size))
             if windows:
                 row["warnings"].insert(0, pooled_windows_note(rf.rank, windows))
             rows.append(row)
@@ -190,14 +224,42 @@ def inspect_path(
 
 
 def _study_summary(study: StudySpec, memory_budget: int, rules: RuleSet) -> dict[str, Any]:
-    runs = [run_summary(r, memory_budget, rules) for r in study.runs]
+    groups: list[tuple[int, str, int, str]] = []
+    runs = [run_summary(r, memory_budget, rules, groups) for r in study.runs]
+    mesh = _mesh(groups, runs)
+    for run in runs:
+        run["mesh"] = mesh["runs"].get(str(run["world_size"]), [])
     companion = [w for w in study.warnings if _is_companion(w)]
     return {
         "path": study.path,
         "runs": runs,
+        "mesh_warnings": mesh["warnings"],
         "execution_traces": companion,
         "warnings": [w for w in study.warnings if not _is_companion(w)],
     }
+
+
+def _mesh(groups: list[tuple[int, str, int, str]], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each run's parallelism mesh from its ranks' process groups, read as the replay reads the
+    collectives it fits on (``replay.laws.mesh``), GPUs per node as the replay takes them."""
+    import pandas as pd
+
+    from tracescale.replay.apply import gpus_per_node_of
+    from tracescale.replay.laws.mesh import mesh_dict, run_meshes
+    from tracescale.replay.laws.topology import group_roles
+
+    frame = pd.DataFrame(groups, columns=["world_size", "pg", "group", "collective"])
+    p2p = (frame["collective"] == "sendrecv") & (frame["group"] <= 2)
+    pipeline: dict[int, list[str]] = {int(r["world_size"]): [] for r in runs}
+    for n, pg in zip(frame["world_size"][p2p], frame["pg"][p2p], strict=True):
+        pipeline[int(n)].append(str(pg))
+    inst = frame[~p2p]
+    top = max(runs, key=lambda r: int(r["world_size"]), default=None)
+    ranks = [r for r in (top or {}).get("ranks", []) if not r.get("error")]
+    gpn = gpus_per_node_of(
+        max((int(r.get("devices", 0)) for r in ranks), default=0), [r["file"] for r in ranks]
+    )
+    return mesh_dict(run_meshes(inst, group_roles(inst, gpn), pipeline, gpn))
 
 
 def _is_companion(note: str) -> bool:
@@ -250,6 +312,7 @@ def render_table(doc: list[dict[str, Any]]) -> None:
     """One table per run, laid out for the terminal's width like the report; warnings under it."""
     from rich.text import Text
 
+    from tracescale.report.fmt import mesh as fmt_mesh
     from tracescale.report.sections import Section
     from tracescale.report.table import lines_to_string, section_lines
     from tracescale.report.terminal import terminal_width, wants_color
@@ -270,11 +333,13 @@ def render_table(doc: list[dict[str, Any]]) -> None:
             sec = Section("inspect", title, headers, left_cols=2)
             sec.rows = [_rank_row(r) for r in run["ranks"]]
             lines.extend(section_lines(sec, width)[:-1])
+            if run.get("mesh"):
+                lines.extend(_note_lines([fmt_mesh(run["mesh"])], width, "mesh"))
             lines.extend(_note_lines(_marker_notes(run["ranks"]), width, "step marker"))
             lines.extend(_warning_lines(notes, width))
             lines.append(Text(""))
         lines.extend(_note_lines(list(study.get("execution_traces", ())), width, "execution trace"))
-        lines.extend(_warning_lines(list(study["warnings"]), width))
+        lines.extend(_warning_lines([*study["warnings"], *study.get("mesh_warnings", ())], width))
     click.echo(lines_to_string(lines, wants_color(sys.stdout)), nl=False)
 
 

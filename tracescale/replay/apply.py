@@ -15,6 +15,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.replay.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.engine.run import RunReplay
+from tracescale.replay.laws.mesh import mesh_dict
 from tracescale.replay.laws.topology import INTER
 from tracescale.replay.levers import lever_gains
 from tracescale.replay.project import ReplayStudy, tier_warning
@@ -33,7 +34,11 @@ _HOST = re.compile(r"^([^._]+)")
 def default_gpus_per_node(runs: Sequence[RunReplay], paths: Sequence[str]) -> int | None:
     """deviceProperties' length when it lists several GPUs, else ranks per host from the rank
     files' names (``host_pid.*``), else None (no tier)."""
-    devices = max((r.devices for r in runs), default=0)
+    return gpus_per_node_of(max((r.devices for r in runs), default=0), paths)
+
+
+def gpus_per_node_of(devices: int, paths: Sequence[str]) -> int | None:
+    """:func:`default_gpus_per_node` from the longest deviceProperties and the rank files."""
     if devices > 1:
         return devices
     hosts = {m.group(1) for p in paths if (m := _HOST.match(os.path.basename(p)))}
@@ -266,6 +271,7 @@ def apply_replay(
     tw = tier_warning(study, targets)
     if tw:
         warnings.append(tw)
+    warnings.extend(study.mesh.warnings)
     sw = straggler_warning(scaling.get("projections", []), study.delays)
     if sw:
         warnings.append(sw)
@@ -315,6 +321,8 @@ def apply_replay(
             for k, v in sorted(comm.fits.items())
         ],
         "sharded_message_types": sorted(t for t, s in comm.sharded.items() if s),
+        # each measured run's parallelism mesh, as the size laws read its groups
+        "mesh": mesh_dict(study.mesh),
         # how each group's members lie among the ranks: its tier at N follows them
         "group_layouts": {
             k: {
@@ -341,6 +349,16 @@ def apply_replay(
                     "waits inferred)"
                 ]
                 if study.base.graph.inferred_waits
+                else []
+            ),
+            *(
+                [
+                    "a kernel ready (launched, plus the typical launch latency) before a "
+                    "collective on another stream ends and starting 0-5 us after that end "
+                    "waited for it: the trace records no stream wait around the collective "
+                    f"({study.base.graph.held_waits} waits inferred)"
+                ]
+                if study.base.graph.held_waits
                 else []
             ),
             *(

@@ -32,10 +32,12 @@ from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, GAP
 from tracescale.replay.laws.kernel_pools import varying_kernel_laws
 from tracescale.replay.laws.links import CommModel, fit_comm
+from tracescale.replay.laws.mesh import Mesh, run_meshes
 from tracescale.replay.laws.nodes import CONSTANT, Law, fit_law
 from tracescale.replay.laws.p2p import fit_p2p_law, fixed_tail, p2p_rows
 from tracescale.replay.laws.tiers import same_tiers
 from tracescale.replay.laws.tiers import tier_warning as tier_warning
+from tracescale.replay.laws.topology import group_roles
 from tracescale.replay.laws.work_scales import pooled_delays, work_scales
 from tracescale.replay.serial_parts import (
     BUBBLE,
@@ -90,6 +92,8 @@ class ReplayStudy:
     #: The pipeline p2p nodes' time per step (``laws.p2p``); None without such nodes
     p2p: Law | None = None
     _tail: list[npt.NDArray[np.bool_]] = field(default_factory=list, compare=False, repr=False)
+    #: Each measured run's parallelism mesh, read from the groups the size laws read
+    mesh: Mesh = field(default_factory=lambda: Mesh((), ()))
 
     @property
     def base(self) -> RunReplay:
@@ -361,6 +365,13 @@ def fit_replay(
         )
     )
     comm = fit_comm(inst, gpus_per_node, inter_bandwidth, inter_latency)
+    pipeline = {  # every run, with its send/recv groups (a pipeline's)
+        r.world_size: sorted(set(r.coll["pg"].astype(str)[p2p_rows(r.coll)]))
+        if len(r.coll) and "pg" in r.coll
+        else []
+        for r in runs
+    }
+    mesh = run_meshes(inst, group_roles(inst, gpus_per_node), pipeline, gpus_per_node)
     delays = pooled_delays(runs, laws)
     warnings: list[str] = []
     validation = 0.0
@@ -385,4 +396,5 @@ def fit_replay(
         validation_error=validation,
         delays=delays,
         p2p=fit_p2p_law(runs),
+        mesh=mesh,
     )

@@ -207,3 +207,24 @@ def cell(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={cell(v)}" for k, v in value.items())
     return str(value)
+
+
+def mesh(dims: Any) -> str:
+    """One run's parallelism mesh (``runs[i].mesh`` entries) in words: ``TP 2 (inside a node)
+    x DP 4 (grows, inside a node)``; ``none`` without a dimension."""
+    parts = []
+    for d in dims if isinstance(dims, list) else []:
+        if not isinstance(d, dict):
+            continue
+        size = d.get("size")
+        notes = [
+            w for w, on in (("grows", d.get("grows")), ("inferred", d.get("size_inferred"))) if on
+        ]
+        span = d.get("spans_nodes")
+        if span is not None:
+            notes.append("across nodes" if span else "inside a node")
+        named = f"{d.get('dimension')} {size if size is not None else '?'}"
+        if d.get("group"):
+            named += f" [{d.get('group')}]"
+        parts.append(named + (f" ({', '.join(notes)})" if notes else ""))
+    return " x ".join(parts) or "none"

@@ -106,6 +106,15 @@ def collectives_section(study: dict[str, Any]) -> Section | None:
     return sec
 
 
+def mesh_section(study: dict[str, Any]) -> Section | None:
+    """One line per measured run: its parallelism mesh (``scaling.replay.mesh``)."""
+    meshes = _d(_d(_d(study.get("scaling")).get("replay")).get("mesh")).get("runs")
+    if not isinstance(meshes, dict) or not any(meshes.values()):
+        return None
+    items = [f"N={n}: {fmt.mesh(dims)}" for n, dims in meshes.items()]
+    return Section("mesh", "Parallelism mesh (per run, from the process groups)", items=items)
+
+
 def points_section(study: dict[str, Any]) -> Section:
     """Speedup, efficiency and Karp–Flatt per measured world size."""
     sc = _d(study.get("scaling"))
@@ -381,6 +390,7 @@ def study_block(study: dict[str, Any], index: int = 0, total: int = 1) -> Block:
     warns = [str(w) for w in _l(study.get("warnings"))]
     if warns:
         sections.append(Section("warnings", "Warnings", items=warns))
+    sections.append(mesh_section(study))
     sections += [breakdown_section(study), top_ops_section(study), collectives_section(study)]
     sections.append(points_section(study))
     sections += [serial_section(study), models_section(study)]

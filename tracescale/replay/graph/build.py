@@ -33,13 +33,14 @@ import pandas as pd
 
 from tracescale.classify.collectives import collective_type
 from tracescale.classify.rules import RuleSet, load_rules
+from tracescale.ingest.devices import XPU_RUNTIME_CATEGORIES, XPU_SYNC_CALLS
 from tracescale.ingest.steps import StepWindows, launch_times
 from tracescale.ingest.trace import RankTrace
 from tracescale.replay.graph.categories import node_categories
 from tracescale.replay.graph.collective_nodes import algo_of as algo_of
 from tracescale.replay.graph.collective_nodes import collective_events, message_bytes
 from tracescale.replay.graph.cuda_graphs import chain_graph_nodes
-from tracescale.replay.graph.device import CorrIndex, device_columns, launch_lags, syncs
+from tracescale.replay.graph.device import CorrIndex, counted_launch_lags, device_columns, syncs
 from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_pieces
 from tracescale.replay.waits.cross_stream import add_joins, cross_stream
 
@@ -50,7 +51,7 @@ I32 = npt.NDArray[np.int32]
 GAP, CALL, SYNC, HCOLL, DEV, DCOLL = range(6)
 KIND_NAMES = ("gap", "call", "sync", "host_collective", "device", "device_collective")
 
-_RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver"})
+_RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver", *XPU_RUNTIME_CATEGORIES})
 _SYNC_CALLS = frozenset(
     {
         "cudaStreamSynchronize",
@@ -62,6 +63,7 @@ _SYNC_CALLS = frozenset(
         "hipDeviceSynchronize",
         "hipEventSynchronize",
         "hipMemcpy",
+        *XPU_SYNC_CALLS,
     }
 )
 _SKIP_DEVICE_CATS = frozenset({"cuda_sync", "gpu_user_annotation"})
@@ -105,6 +107,10 @@ class Graph:
     #: join nodes of waits no record shows, inferred by rule (``graph_waits.optimizer_waits``:
     #: the optimizer step after the gradients' collectives); the assumptions name the rule
     inferred_waits: int = 0
+    #: producers inferred for kernels a collective on another stream held without a record
+    #: (``graph.device``: ready before its end, started 0-5 us after it); the assumptions name
+    #: the rule with this count
+    held_waits: int = 0
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -309,7 +315,7 @@ def _freeze(
     inside = (k >= 0) & (when < win.host_end[np.clip(k, 0, None)])
     step = np.where(inside, k, -1).astype(np.int32)
     del when, k, inside
-    lag = launch_lags(c, (kind >= DEV) & real, graph_node)
+    lag, held = counted_launch_lags(c, (kind >= DEV) & real, graph_node)
     # Processing order: every edge points forward in (measured) time, sync calls sort at the
     # end of what they wait for.
     has2 = c["dep2"] >= 0
@@ -352,4 +358,5 @@ def _freeze(
         step_last=step_last,
         step_numbers=win.numbers.copy(),
         collectives=collectives,
+        held_waits=held,
     )

@@ -243,6 +243,11 @@ def _held_by_collective(
 
 
 def launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> I64:
+    """:func:`counted_launch_lags`' latencies alone."""
+    return counted_launch_lags(c, dev, own)[0]
+
+
+def counted_launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> tuple[I64, int]:
     """Launch latencies to replay: a kernel that waited in its stream's queue (started within
     1 us of what it was queued behind) keeps only the typical latency, since the replay
     reproduces the queueing. Kernels that started long after their launch, right when a kernel
@@ -258,7 +263,10 @@ def launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> I64:
     "latency" of 11 ms hid every implicit wait).
 
     ``own``: nodes whose lag is their device gap after the CUDA graph node they followed
-    (``graph_launch``): no launch latency, so left out of the typical one and kept."""
+    (``graph_launch``): no launch latency, so left out of the typical one and kept.
+
+    Also returns how many producers :func:`_held_by_collective` inferred: a wait no record
+    shows, named in the projection's assumptions with its count."""
     n = len(dev)
     explained = np.full(n, -(2**62), dtype=np.int64)
     # Each device node's predecessor on its own stream, in start order (one sort for all).
@@ -280,7 +288,8 @@ def launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> I64:
     late = idle & (c["dep2"] < 0) & (c["lag"] > 2 * typical + WAIT_GAP_NS)
     window = max(2 * typical, WAIT_GAP_NS)
     waited = late & (other >= 0) & (c["start"] - other_end <= window)
-    waited |= _held_by_collective(c, idle & ~waited & (c["dep2"] < 0), typical, other_end, other)
+    held_by = _held_by_collective(c, idle & ~waited & (c["dep2"] < 0), typical, other_end, other)
+    waited |= held_by
     c["dep2"][waited] = other[waited]
     # A stream held by a wait resumes a little after the awaited end (the GPU's wait
     # resolution): a kernel starting within RESUME_NS of its producer's end is explained by it.
@@ -288,4 +297,4 @@ def launch_lags(c: dict[str, I64], dev: BOOL, own: BOOL | None = None) -> I64:
     held = (c["dep2"] >= 0) & (after > QUEUED_NS) & (after <= RESUME_NS)
     idle = launched_dep & (c["start"] - np.maximum(explained, _dep2_end(c)) > QUEUED_NS) & ~held
     lag = np.where(launched_dep & ~idle, np.minimum(c["lag"], typical), c["lag"])
-    return np.maximum(lag, 0)
+    return np.maximum(lag, 0), int(held_by.sum())

@@ -104,6 +104,7 @@ def encode_graph(item: GraphInput, key: dict[str, Any]) -> bytes:
         "groups": list(g.groups),
         "devices": int(item.devices),
         "inferred_waits": int(g.inferred_waits),
+        "held_waits": int(g.held_waits),
         "frames": frames,
         "arrays": {
             k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in sorted(arrays.items())
@@ -136,6 +137,9 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
     inferred = header.get("inferred_waits")
     if type(inferred) is not int or inferred < 0:
         raise EntryError("bad inferred wait count")
+    held = header.get("held_waits")
+    if type(held) is not int or held < 0:
+        raise EntryError("bad held wait count")
     _check_indices(cols, n, len(groups))
     frames = header["frames"]
     graph = Graph(
@@ -160,6 +164,7 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
         collectives=frame_from_schema(frames["graph.collectives"], arrays),
         category=cols["category"].astype(np.int8),
         inferred_waits=inferred,
+        held_waits=held,
     )
     return GraphInput(graph, frame_from_schema(frames["collectives"], arrays), devices)
 

@@ -186,6 +186,99 @@ def _one_run_law(
     return False, f"group {name} is {seen}: the runs cannot tell whether its size grows; it stays"
 
 
+def grew_like_n(n0: float, g0: float, n1: float, g1: float) -> bool:
+    """Whether sizes ``g0`` -> ``g1`` over world sizes ``n0`` -> ``n1`` follow N (the size
+    laws' reading, for a dimension that is no process group: the pipeline's stage count)."""
+    return _grew(n0, g0, n1, g1)
+
+
+@dataclass(frozen=True)
+class GroupRole:
+    """One process group role (description, else name) over the runs, as its size law reads it:
+    what the parallelism mesh (``replay.laws.mesh``) and the links (:class:`SizeLaws`) share."""
+
+    name: str
+    #: (world size, median group size of its instances there), by world size
+    sizes: tuple[tuple[int, float], ...]
+    #: (world size, its distinct instance keys there), by world size
+    keys: tuple[tuple[int, tuple[str, ...]], ...]
+    #: (world size, its collective types there, sorted), by world size
+    collectives: tuple[tuple[int, tuple[str, ...]], ...]
+    grows: bool  # its size follows N (else it stays)
+    #: why a group seen in one run is read to grow (said with its inferred layout)
+    why: str = ""
+    #: assumptions: the runs cannot tell its law, or its last runs overrule its first
+    notes: tuple[str, ...] = ()
+
+    def size_at(self, n: int) -> float | None:
+        return dict(self.sizes).get(n)
+
+    def keys_at(self, n: int) -> tuple[str, ...]:
+        return dict(self.keys).get(n, ())
+
+    def collectives_at(self, n: int) -> tuple[str, ...]:
+        return dict(self.collectives).get(n, ())
+
+
+def group_roles(instances: pd.DataFrame, gpus_per_node: int | None = None) -> tuple[GroupRole, ...]:
+    """Each named group role's sizes, keys and size law over the runs (``instances``:
+    world_size, pg, group, and collective where known), by role name."""
+    if "pg" not in instances or not len(instances):
+        return ()
+    codes, uniq = pd.factorize(instances["pg"].fillna("").astype(str))
+    role_of = np.asarray([key_role(k) for k in uniq], dtype=object)
+    roles = pd.Series(role_of[codes] if len(uniq) else [], index=instances.index, dtype=object)
+    pgs = pd.Series(np.asarray(uniq, dtype=object)[codes], index=instances.index, dtype=object)
+    keep = (roles != "").to_numpy()
+    colls = (
+        instances["collective"].astype(str)
+        if "collective" in instances
+        else pd.Series("", index=instances.index)
+    )
+    named = pd.DataFrame(
+        {
+            "world_size": instances["world_size"][keep],
+            "group": instances["group"][keep],
+            "_role": roles[keep],
+            "_pg": pgs[keep],
+            "_coll": colls[keep],
+        }
+    )
+    by_run: dict[int, dict[str, list[str]]] = {}
+    by_coll: dict[str, dict[int, tuple[str, ...]]] = {}
+    for (n, role), rows in named.groupby(["world_size", "_role"]):
+        by_run.setdefault(int(n), {})[str(role)] = sorted(set(rows["_pg"]))
+        found = sorted(set(rows["_coll"]) - {""})
+        by_coll.setdefault(str(role), {})[int(n)] = tuple(found)
+    out: list[GroupRole] = []
+    for role, rows in named.groupby("_role"):
+        name = str(role)
+        per_n = rows.groupby("world_size")["group"].median().sort_index()
+        ns, gs = [float(x) for x in per_n.index], [float(x) for x in per_n]
+        sizes = tuple((int(n), g) for n, g in zip(ns, gs, strict=True))
+        keys = tuple((int(n), tuple(by_run[int(n)][name])) for n in ns)
+        colls_at = tuple((int(n), by_coll[name][int(n)]) for n in ns)
+        if len(ns) >= 2 and min(gs[-2:]) > 0:
+            grows = _grew(ns[-2], gs[-2], ns[-1], gs[-1])
+            notes: tuple[str, ...] = ()
+            if gs[0] > 0 and _grew(ns[0], gs[0], ns[-1], gs[-1]) != grows:
+                how = "grows like N" if grows else "stays"
+                notes = (
+                    f"group {name}'s size {how} as from N={ns[-2]:g} to N={ns[-1]:g} "
+                    f"({gs[-2]:g} to {gs[-1]:g} ranks), not as from N={ns[0]:g} "
+                    f"({gs[0]:g} ranks)",
+                )
+            out.append(GroupRole(name, sizes, keys, colls_at, grows, notes=notes))
+            continue
+        n = int(ns[-1])
+        others = {r: ks for r, ks in by_run[n].items() if r != name}
+        grows, note = _one_run_law(name, n, gs[-1], by_run[n][name], others, gpus_per_node)
+        why = note if note and grows else ""
+        notes = (note,) if note and not grows else ()
+        out.append(GroupRole(name, sizes, keys, colls_at, grows, why, notes))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class SizeLaws:
     """Per group role (description, else name): whether its size follows N (else it stays)."""
@@ -198,37 +291,11 @@ class SizeLaws:
 
 
 def size_laws(instances: pd.DataFrame, gpus_per_node: int | None = None) -> SizeLaws:
-    """Each group role's size law over the runs (``instances``: world_size, pg, group)."""
-    if "pg" not in instances or not len(instances):
-        return SizeLaws({}, [], {})
-    pgs = instances["pg"].fillna("").astype(str)
-    roles = pgs.map(key_role)
-    named = instances[roles != ""].assign(_role=roles[roles != ""], _pg=pgs[roles != ""])
-    by_run: dict[int, dict[str, list[str]]] = {}
-    for (n, role), rows in named.groupby(["world_size", "_role"]):
-        by_run.setdefault(int(n), {})[str(role)] = sorted(set(rows["_pg"]))
-    laws: dict[str, bool] = {}
-    notes: list[str] = []
-    why: dict[str, str] = {}
-    for role, rows in named.groupby("_role"):
-        name = str(role)
-        per_n = rows.groupby("world_size")["group"].median().sort_index()
-        ns, gs = [float(x) for x in per_n.index], [float(x) for x in per_n]
-        if len(ns) >= 2 and min(gs[-2:]) > 0:
-            laws[name] = _grew(ns[-2], gs[-2], ns[-1], gs[-1])
-            if gs[0] > 0 and _grew(ns[0], gs[0], ns[-1], gs[-1]) != laws[name]:
-                how = "grows like N" if laws[name] else "stays"
-                notes.append(
-                    f"group {name}'s size {how} as from N={ns[-2]:g} to N={ns[-1]:g} "
-                    f"({gs[-2]:g} to {gs[-1]:g} ranks), not as from N={ns[0]:g} "
-                    f"({gs[0]:g} ranks)"
-                )
-            continue
-        n = int(ns[-1])
-        others = {r: ks for r, ks in by_run[n].items() if r != name}
-        laws[name], note = _one_run_law(name, n, gs[-1], by_run[n][name], others, gpus_per_node)
-        if note and laws[name]:
-            why[name] = note
-        elif note:
-            notes.append(note)
-    return SizeLaws(laws, notes, why)
+    """Each group role's size law over the runs (``instances``: world_size, pg, group):
+    :func:`group_roles`' laws, notes and reasons."""
+    roles = group_roles(instances, gpus_per_node)
+    return SizeLaws(
+        {r.name: r.grows for r in roles},
+        [note for r in roles for note in r.notes],
+        {r.name: r.why for r in roles if r.why},
+    )
