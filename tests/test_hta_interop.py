@@ -300,13 +300,19 @@ def test_from_hta_several_world_sizes_gives_the_same_scaling(sim_study: Path) ->
     got = tracescale.from_hta(*analyses)
     # HTA rounds ts down to whole µs; the simulator writes ns, so allow that rounding.
     _assert_same_breakdown(got, ref, 0.005)
-    # HTA's frames carry no rank files to replay: from_hta's scaling is the closed form, the
-    # same closed form analyze keeps beside its replayed headline.
-    ref_sf = ref.studies[0]["scaling"]["serial_fraction"]
-    assert got.studies[0]["scaling"]["serial_fraction"].get("source") != "replay"
-    assert got.scaling.serial_fraction.total == pytest.approx(
-        ref_sf.get("closed_form_total", ref_sf["total"]), abs=0.002
+    # The replay rebuilds each representative rank's graph from HTA's frames (they hold every
+    # event): the serial fraction and the projections are the replay's, as analyze's are.
+    got_sc, ref_sc = got.studies[0]["scaling"], ref.studies[0]["scaling"]
+    assert got_sc["projections_source"] == ref_sc["projections_source"] == "replay"
+    assert got_sc["serial_fraction"]["source"] == "replay"
+    assert got_sc["serial_fraction"]["total"] == pytest.approx(
+        ref_sc["serial_fraction"]["total"], abs=0.005
     )
+    for g, r in zip(got_sc["projections"], ref_sc["projections"], strict=True):
+        assert g["world_size"] == r["world_size"]
+        assert g["speedup"] == pytest.approx(r["speedup"], rel=0.01)
+    for run in got.runs:
+        assert run["replay_error"] < 0.01
     assert got.scaling.mode == ref.scaling.mode
     # The Study renders like any other.
     assert "serial" in got.render("markdown").lower()

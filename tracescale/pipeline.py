@@ -22,6 +22,7 @@ from tracescale.classify.same_job import check_same_job, study_signatures
 from tracescale.errors import InvalidTraceError, NoTracesError, TracescaleError
 from tracescale.ingest.discover import RunSpec, StudySpec
 from tracescale.ingest.sniff import DEFAULT_MEMORY_BUDGET
+from tracescale.ingest.trace import RankTrace
 from tracescale.parallel.mapping import run_tasks
 from tracescale.parallel.tasks import RankTask, TaskError
 from tracescale.preflight import Prepared, fail_on_rejected, parse_steps, prepare, store_document
@@ -67,6 +68,9 @@ class ReplayOptions:
     #: analyze reads no trace; ``cache_dir`` None is the default directory.
     use_cache: bool = False
     cache_dir: str | None = None
+    #: Where a rank's events come from when no file holds them (``from_hta``'s loaded
+    #: frames): the rank result's key -> its trace. None: the replay reads the trace file.
+    loader: Callable[[str], RankTrace] | None = None
 
 
 def _replay(
@@ -82,6 +86,7 @@ def _replay(
     from tracescale.findings.levers import op_candidates
     from tracescale.replay.apply import apply_replay, default_gpus_per_node
     from tracescale.replay.engine.run import replay_run, representative_rank
+    from tracescale.replay.laws.mesh import meshes_into_runs
     from tracescale.replay.levers import op_group
     from tracescale.replay.project import fit_replay
 
@@ -113,6 +118,7 @@ def _replay(
                 cache_dir=opts.cache_dir,
                 use_cache=opts.use_cache,
                 own_steps=own,  # pooled repeats: the run's rows of this rank span several files
+                loader=opts.loader,
             )
         except TracescaleError as exc:
             notes.append(f"replay of N={run.world_size} unavailable: {exc.message}")
@@ -132,6 +138,7 @@ def _replay(
             inter_latency=opts.inter_node_latency,
         )
         notes.extend(apply_replay(sdict, study, ops=ops))
+        meshes_into_runs(run_dicts, sdict)
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     elif len(runs) == 1 and len(usable) == 1:  # one run: the laws are the stated assumptions
         from tracescale.replay.laws.assumed import assumed_study
@@ -139,6 +146,7 @@ def _replay(
         study = fit_replay(usable, gpus_per_node=opts.gpus_per_node, validate=False)
         study = assumed_study(study, str(sdict["mode"]), dict(sdict.get("assumptions") or {}))
         notes.extend(apply_replay(sdict, study, ops=ops))
+        meshes_into_runs(run_dicts, sdict)
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     else:
         why = "no replay of the largest run and another"

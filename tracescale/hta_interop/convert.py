@@ -225,7 +225,9 @@ def hta_trace_to_rank_trace(analysis: Any, rank: int) -> RankTrace:
         rank_start=np.full(len(start), -1, dtype=np.int32),
         rank_stride=np.full(len(start), -1, dtype=np.int32),
     )
-    cols = cols.take(np.argsort(cols.start, kind="stable"))
+    # by start, the longer first where starts tie: HTA rounds ts to whole µs, which gives a
+    # parent and its first child one start, and the thread's nesting reads the parent first
+    cols = cols.take(np.lexsort((-cols.dur, cols.start)))
     return RankTrace(
         meta=_meta(t, rank, path, n, skipped),
         strings=table,

@@ -73,7 +73,7 @@ def from_hta(
     number of ranks). The other options are :func:`tracescale.analyze`'s. HTA's loader drops the
     last ProfilerStep unless it was built with ``include_last_profiler_step=True``.
     """
-    from tracescale.pipeline import analyze_study, parse_steps
+    from tracescale.pipeline import ReplayOptions, analyze_study, parse_steps
 
     if not analyses:
         raise UsageError(f"from_hta needs at least one loaded trace; {HTA_HINT}")
@@ -86,6 +86,7 @@ def from_hta(
     rule_set = load_rules(rules)
     step_slice = parse_steps(steps) if isinstance(steps, str) or steps is None else steps
     results: dict[str, RankResult | TaskError] = {}
+    sources: dict[str, tuple[Any, int]] = {}  # result key -> (HTA object, rank): the replay's
     by_ws: dict[int, list[RunSpec]] = {}
     folders: list[str] = []
     for i, analysis in enumerate(analyses):
@@ -101,6 +102,7 @@ def from_hta(
             while key in results:
                 key += f"#{i}"
             keys[r] = key
+            sources[key] = (analysis, r)
             try:
                 results[key] = classify_rank(hta_trace_to_rank_trace(t, r), rule_set, rank=r)
             except TracescaleError as exc:
@@ -122,6 +124,8 @@ def from_hta(
         assumptions=assumptions,
         steps=step_slice,
         strict=strict,
+        # the replay rebuilds each representative rank from HTA's frames (they hold every event)
+        replay=ReplayOptions(rules, loader=lambda key: hta_trace_to_rank_trace(*sources[key])),
     )
     return Study(
         doc=make_document([entry]),

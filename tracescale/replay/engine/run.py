@@ -4,6 +4,7 @@ projection fits on (time per node group, collective instances, arrival offsets).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +18,7 @@ from tracescale.classify.rules import RuleSet
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
+from tracescale.ingest.trace import RankTrace
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
@@ -132,6 +134,7 @@ def replay_run(
     cache_dir: str | None = None,
     use_cache: bool = False,
     own_steps: pd.DataFrame | None = None,
+    loader: Callable[[str], RankTrace] | None = None,
 ) -> RunReplay:
     """Build and replay ``rank``'s graph (its trace file ``path`` is read once more, unless
     ``use_cache`` finds the graph under ``cache_dir``, the per-rank results' cache).
@@ -141,16 +144,21 @@ def replay_run(
     ``own_steps``: the step rows (``step``, ``duration``) of ``path`` itself. Pass them when the
     run pools repeats (several folders of one world size): the run's rows of ``rank`` then come
     from several files whose step numbers overlap, and the replay must be compared with its own.
+    ``loader``: ``path`` -> the rank's trace, where no file holds it (HTA's loaded frames); it is
+    neither read from disk nor cached then.
     """
     del steps  # the run's rows already carry the selection
     rows = run.steps[run.steps["rank"] == rank] if own_steps is None else own_steps
 
     def build() -> GraphInput:
         return_freed_memory()  # what the map step freed, before a second trace is decoded
-        with local_copy(path) as local:  # a URL (s3://, memory://) is read as the map step does
-            # vetted as the map step vets it: an implausible event it dropped (a kernel of
-            # days) must not become a node that the replayed step waits for
-            trace = vet(load_trace(local, memory_budget=memory_budget))
+        if loader is not None:
+            trace = vet(loader(path))
+        else:
+            with local_copy(path) as local:  # a URL (s3://, memory://) is read as the map does
+                # vetted as the map step vets it: an implausible event it dropped (a kernel of
+                # days) must not become a node that the replayed step waits for
+                trace = vet(load_trace(local, memory_budget=memory_budget))
         # Only the collective instances are kept: the rest of the rank's classification
         # is freed before the graph is built beside the trace (the stage's memory peak).
         coll = classify_rank(trace, rules, rank=rank).collectives
@@ -160,7 +168,7 @@ def replay_run(
         del trace
         return GraphInput(graph, coll, devices)
 
-    if use_cache:
+    if use_cache and loader is None:
         item = cached_graph_input(cache_dir, path, rank, rules.digest, memory_budget, build)
     else:
         item = build()

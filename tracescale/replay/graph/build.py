@@ -42,6 +42,7 @@ from tracescale.replay.graph.collective_nodes import collective_events, message_
 from tracescale.replay.graph.cuda_graphs import chain_graph_nodes
 from tracescale.replay.graph.device import CorrIndex, counted_launch_lags, device_columns, syncs
 from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_pieces
+from tracescale.replay.graph.order import forward_order
 from tracescale.replay.waits.cross_stream import add_joins, cross_stream
 
 I64 = npt.NDArray[np.int64]
@@ -323,7 +324,9 @@ def _freeze(
     key = np.where(
         kind == SYNC, np.maximum(c["start"], (c["start"] + c["dur"])[d2] * has2), c["start"]
     )
-    order = np.lexsort((np.arange(n), real, kind >= DEV, key))
+    order = forward_order(
+        np.lexsort((np.arange(n), real, kind >= DEV, key)), c["res"], c["dep"], c["dep2"]
+    )
     del key, has2, d2, real
     coll_nodes = np.flatnonzero(c["coll"] >= 0)
     coll_events = event[coll_nodes].tolist()
