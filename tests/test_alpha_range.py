@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracescale.replay.laws.links import fit_comm
-from tracescale.replay.laws.topology import INTER
+from tracescale.replay.links.links import fit_comm
+from tracescale.replay.links.topology import INTER
 from tracescale.scaling.comm import factors
 
 ALPHA, BANDWIDTH = 60e-6, 12e9  # the inter-node link the rows are drawn from

@@ -15,8 +15,8 @@ from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.replay.engine.schedule import measured_step_times, replay
-from tracescale.replay.graph.backward_thread import backward_thread_edges
 from tracescale.replay.graph.build import Graph, build_graph
+from tracescale.replay.waits.backward_thread import backward_thread_edges
 
 BWD_TID = 2
 STEP_US = 8600.0

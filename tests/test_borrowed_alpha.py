@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracescale.replay.laws.alpha_beta import AlphaBeta, between_tiers, fit_rows
-from tracescale.replay.laws.borrowed_alpha import borrow_alpha, protocol_of
-from tracescale.replay.laws.links import fit_comm
-from tracescale.replay.laws.topology import INTER, INTRA
+from tracescale.replay.links.alpha_beta import AlphaBeta, between_tiers, fit_rows
+from tracescale.replay.links.borrowed_alpha import borrow_alpha, protocol_of
+from tracescale.replay.links.links import fit_comm
+from tracescale.replay.links.topology import INTER, INTRA
 from tracescale.scaling.comm import factors
 
 ALPHA, BANDWIDTH = 10e-6, 100e9

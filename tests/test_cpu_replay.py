@@ -1,5 +1,5 @@
 """CPU-only (gloo) studies are projected by the replay: the runloop threads' collectives are
-tied to the main thread (``replay.graph.host_collectives``), the replay gives back every
+tied to the main thread (``replay.waits.host_collectives``), the replay gives back every
 measured run, and the projections and the serial fraction say their source is the replay."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.replay.engine.schedule import measured_step_times, replay
 from tracescale.replay.graph.build import build_graph
-from tracescale.replay.graph.host_collectives import host_collective_edges
+from tracescale.replay.waits.host_collectives import host_collective_edges
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

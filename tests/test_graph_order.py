@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracescale.replay.graph.order import backward_edges, forward_order
+from tracescale.replay.waits.order import backward_edges, forward_order
 
 
 def _a(*v: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The parallelism mesh read from the process groups, per measured run (``replay.laws.mesh``),
+"""The parallelism mesh read from the process groups, per measured run (``replay.links.mesh``),
 in the study JSON, the terminal report and ``tracescale inspect``; and the replay's rule for
 kernels a collective held without a stream-wait record, counted and named in the assumptions.
 
@@ -24,7 +24,7 @@ from tests.independent.variants import VARIANTS
 from tracescale.api import analyze
 from tracescale.cli.inspect import inspect_path
 from tracescale.replay.graph.device import counted_launch_lags
-from tracescale.replay.laws.mesh import meshes_into_runs
+from tracescale.replay.links.mesh import meshes_into_runs
 from tracescale.report.sections import mesh_section
 
 

@@ -52,7 +52,7 @@ def _across_nodes(gpus_per_node: int, sizes: tuple[int, ...], skew: float = 0.0)
         # {0,2} stays in node 0, only {0,2,4,6} at N=8 crosses: one inter-node group size,
         # whose latency (a few % of each 50-100 MB transfer, 5% noise per instance) is read at
         # 108 us for a true 60 with a 90% range of 36-180 us; combined with the plausible
-        # range from the intra-node link (replay.laws.borrowed_alpha) and the intervals replaying
+        # range from the intra-node link (replay.links.borrowed_alpha) and the intervals replaying
         # both ends, 8x seeds 1/2/3: -1.2/-3.8/-1.7% (its own reading alone: -12.1/-11.1/-16.4%)
         (4, (2, 4, 8), 0.0, 12),
         # {0,2} stays in node 0, {0,2,4,6} and {0,2,...,14} cross: two inter-node sizes. The

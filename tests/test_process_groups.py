@@ -13,7 +13,7 @@ import pytest
 from tracescale.classify.collectives import process_group
 from tracescale.ingest import load_trace
 from tracescale.ingest.trace import RankTrace
-from tracescale.replay.laws.links import fit_comm, group_laws
+from tracescale.replay.links.links import fit_comm, group_laws
 from tracescale.scaling.comm import factors
 
 

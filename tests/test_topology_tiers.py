@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tracescale.replay.laws.links import fit_comm, group_laws
-from tracescale.replay.laws.topology import (
+from tracescale.replay.links.links import fit_comm, group_laws
+from tracescale.replay.links.topology import (
     INTER,
     INTRA,
     Layout,

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from tracescale.pipeline import analyze
-from tracescale.replay.laws.links import (
+from tracescale.replay.links.links import (
     UNMEASURED_INTER_BANDWIDTH_FLOOR,
     UNMEASURED_INTER_LATENCY_CEILING,
     fit_comm,
 )
-from tracescale.replay.laws.topology import INTER, INTRA
+from tracescale.replay.links.topology import INTER, INTRA
 from tracescale.simulate import pattern_params, simulate
 
 SIZES = [1, 2, 4, 8]

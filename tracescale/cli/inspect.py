@@ -145,7 +145,7 @@ def _error_row(rf: RankFile, exc: InvalidTraceError) -> dict[str, Any]:
 
 def group_rows(trace: RankTrace, world_size: int) -> list[tuple[int, str, int, str]]:
     """(world size, group key, group size, collective type) of every distinct process group
-    use of the trace: the rows the size laws and the mesh read (``replay.laws.mesh``)."""
+    use of the trace: the rows the size laws and the mesh read (``replay.links.mesh``)."""
     ev, strings = trace.events, trace.strings
     table = group_table(trace)
     idx = np.flatnonzero(table.of_event >= 0)
@@ -241,12 +241,12 @@ def _study_summary(study: StudySpec, memory_budget: int, rules: RuleSet) -> dict
 
 def _mesh(groups: list[tuple[int, str, int, str]], runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each run's parallelism mesh from its ranks' process groups, read as the replay reads the
-    collectives it fits on (``replay.laws.mesh``), GPUs per node as the replay takes them."""
+    collectives it fits on (``replay.links.mesh``), GPUs per node as the replay takes them."""
     import pandas as pd
 
     from tracescale.replay.apply import gpus_per_node_of
-    from tracescale.replay.laws.mesh import mesh_dict, run_meshes
-    from tracescale.replay.laws.topology import group_roles
+    from tracescale.replay.links.mesh import mesh_dict, run_meshes
+    from tracescale.replay.links.topology import group_roles
 
     frame = pd.DataFrame(groups, columns=["world_size", "pg", "group", "collective"])
     p2p = (frame["collective"] == "sendrecv") & (frame["group"] <= 2)

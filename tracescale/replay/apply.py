@@ -15,9 +15,9 @@ from tracescale.categories import CATEGORIES
 from tracescale.replay.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.engine.run import RunReplay
-from tracescale.replay.laws.mesh import mesh_dict
-from tracescale.replay.laws.topology import INTER
 from tracescale.replay.levers import lever_gains
+from tracescale.replay.links.mesh import mesh_dict
+from tracescale.replay.links.topology import INTER
 from tracescale.replay.project import ReplayStudy, tier_warning
 from tracescale.replay.scenario import scenario_study, unreplayable
 from tracescale.replay.uncertainty.delays import DelayModel

@@ -31,14 +31,14 @@ from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, GAP
 from tracescale.replay.laws.kernel_pools import varying_kernel_laws
-from tracescale.replay.laws.links import CommModel, fit_comm
-from tracescale.replay.laws.mesh import Mesh, run_meshes
 from tracescale.replay.laws.nodes import CONSTANT, Law, fit_law
 from tracescale.replay.laws.p2p import fit_p2p_law, fixed_tail, p2p_rows
-from tracescale.replay.laws.tiers import same_tiers
-from tracescale.replay.laws.tiers import tier_warning as tier_warning
-from tracescale.replay.laws.topology import group_roles
 from tracescale.replay.laws.work_scales import pooled_delays, work_scales
+from tracescale.replay.links.links import CommModel, fit_comm
+from tracescale.replay.links.mesh import Mesh, run_meshes
+from tracescale.replay.links.tiers import same_tiers
+from tracescale.replay.links.tiers import tier_warning as tier_warning
+from tracescale.replay.links.topology import group_roles
 from tracescale.replay.serial_parts import (
     BUBBLE,
     by_cause,

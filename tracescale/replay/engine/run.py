@@ -23,13 +23,13 @@ from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
 from tracescale.replay.engine.schedule import replay
-from tracescale.replay.graph.backward_thread import backward_thread_edges
 from tracescale.replay.graph.build import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
-from tracescale.replay.graph.host_collectives import host_collective_edges
 from tracescale.replay.graph.store import GraphInput, cached_graph_input
 from tracescale.replay.laws.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.serial_parts import step_categories
 from tracescale.replay.uncertainty.variability import OffsetPool, arrival_offsets, own_delays
+from tracescale.replay.waits.backward_thread import backward_thread_edges
+from tracescale.replay.waits.host_collectives import host_collective_edges
 
 F64 = npt.NDArray[np.float64]
 
@@ -72,10 +72,10 @@ class RunReplay:
     #: step at infinite N take these categories (``ReplayStudy.serial_parts``).
     caused: F64 = field(default_factory=lambda: np.zeros(len(CATEGORIES)))
     #: Main-thread waits for a host-side (gloo) collective inferred
-    #: (``replay.graph.host_collectives``).
+    #: (``replay.waits.host_collectives``).
     host_waits: int = 0
     #: Main-thread waits for the autograd engine's backward thread inferred
-    #: (``replay.graph.backward_thread``).
+    #: (``replay.waits.backward_thread``).
     backward_waits: int = 0
 
     @property

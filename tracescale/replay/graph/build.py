@@ -42,8 +42,8 @@ from tracescale.replay.graph.collective_nodes import collective_events, message_
 from tracescale.replay.graph.cuda_graphs import chain_graph_nodes
 from tracescale.replay.graph.device import CorrIndex, counted_launch_lags, device_columns, syncs
 from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_pieces
-from tracescale.replay.graph.order import forward_order
 from tracescale.replay.waits.cross_stream import add_joins, cross_stream
+from tracescale.replay.waits.order import forward_order
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]

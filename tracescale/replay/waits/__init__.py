@@ -1,1 +1,1 @@
-"""Device columns + the host's event record/wait calls in -> cross-stream wait edges out."""
+"""A rank's graph in -> its wait edges out: cross-stream events, threads, a forward order."""

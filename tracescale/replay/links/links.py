@@ -13,11 +13,12 @@ change with N is measured per type: sharded (bytes ~ 1/N) or replicated (constan
 process group's size changes with N is measured per group role over the runs: proportional
 to N (data parallel across tensor-parallel pairs) or constant (the pairs themselves), from
 the trend of its last two runs; a group seen in one run only grows with N when it holds or
-spans the world or is the only one crossing nodes (``replay.laws.topology.size_laws``). Its
-tier follows its members (``replay.laws.topology``). The fit is robust: rows far off
-it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down. Each
-fit carries the ends of alpha's 90% range (``replay.laws.alpha_beta``): the projections replay both,
-and where the range is wide (one group size, one message mix) the assumptions say so.
+spans the world or is the only one crossing nodes (``replay.links.topology.size_laws``). Its
+tier follows its members (``replay.links.topology``). The fit is robust: rows far off
+it (a transfer time joined onto the wrong instance, a stalled kernel) are weighted down.
+Each fit carries the ends of alpha's 90% range (``replay.links.alpha_beta``): the projections
+replay both, and where the range is wide (one group size, one message mix) the assumptions
+say so.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from tracescale.ingest.groups import key_role
-from tracescale.replay.laws.alpha_beta import AlphaBeta, fit_rows, weak_note
-from tracescale.replay.laws.borrowed_alpha import borrow_alpha
-from tracescale.replay.laws.topology import (
+from tracescale.replay.links.alpha_beta import AlphaBeta, fit_rows, weak_note
+from tracescale.replay.links.borrowed_alpha import borrow_alpha
+from tracescale.replay.links.topology import (
     INTER,
     INTRA,
     Layout,
@@ -78,7 +79,7 @@ class CommModel:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     #: process group role (description, else name) -> its size grows like N (else it stays)
     proportional: Mapping[str, bool] = field(default_factory=dict)
-    #: process group role -> how its members lie among the ranks (``replay.laws.topology``)
+    #: process group role -> how its members lie among the ranks (``replay.links.topology``)
     layouts: Mapping[str, Layout] = field(default_factory=dict)
     #: transfer times and group sizes already worked out, by their arguments: a projection asks
     #: for every collective instance of every step, and the instances of one step repeat in
@@ -199,7 +200,7 @@ def _intra_links(
 
 def group_laws(instances: pd.DataFrame, gpus_per_node: int | None = None) -> dict[str, bool]:
     """Process group role (description, else name) -> whether its size follows N over the
-    runs (else constant): :func:`tracescale.replay.laws.topology.size_laws`."""
+    runs (else constant): :func:`tracescale.replay.links.topology.size_laws`."""
     return size_laws(instances, gpus_per_node).grows
 
 

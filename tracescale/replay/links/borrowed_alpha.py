@@ -3,7 +3,7 @@ with a latency the key's own rows cannot identify combined with a better-measure
 
 Why: the latency is an intercept. A key whose rows hold one group size, or a few large
 messages, reads it from transfers it is a few % of, and 5% noise per instance puts it
-anywhere from 0 to twice its value (``replay.laws.alpha_beta``). Projecting to 8x the measured
+anywhere from 0 to twice its value (``replay.links.alpha_beta``). Projecting to 8x the measured
 world multiplies that latency by the hop count, so the error lands in the projection (a
 hybrid data-parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The rows of the
 same collective type and protocol over the other algorithms, or of the type at that tier
@@ -37,7 +37,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from tracescale.replay.laws.alpha_beta import AlphaBeta, between_tiers, fit_rows, refit_beta
+from tracescale.replay.links.alpha_beta import AlphaBeta, between_tiers, fit_rows, refit_beta
 from tracescale.scaling.quantiles import Z95
 
 Key = tuple[str, str, str]

@@ -2,7 +2,7 @@
 apart) in; per run its parallelism mesh out: each dimension's name, size, collectives, node span
 and size law, and warnings where the dimensions cannot be told apart.
 
-Why from :func:`tracescale.replay.laws.topology.group_roles`: the mesh a report shows must be
+Why from :func:`tracescale.replay.links.topology.group_roles`: the mesh a report shows must be
 the one the projection scaled (which group grows with N, which crosses nodes), not a second
 reading of the same groups. A dimension's name comes first from its group's name or
 description (DeviceMesh's ``mesh_dp_shard``, Megatron's ``tp_group``), then from what only one
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from tracescale.ingest.groups import key_role
-from tracescale.replay.laws.topology import INTER, GroupRole, grew_like_n, measured_tier
+from tracescale.replay.links.topology import INTER, GroupRole, grew_like_n, measured_tier
 
 TP, PP, DP, SHARD, REPLICATE, EP, CP = "TP", "PP", "DP", "DP-shard", "DP-replicate", "EP", "CP"
 #: Words of a group's name or description that say its dimension, most specific first.

@@ -1,5 +1,5 @@
 """One key's collective rows (bytes, group size, measured transfer) -> its alpha-beta link with
-the ends of alpha's plausible range, for ``replay.laws.links``.
+the ends of alpha's plausible range, for ``replay.links.links``.
 
 The latency is an intercept: with one group size it is read from messages whose transfers it
 is a few % of, so per-instance noise leaves it uncertain by a large share of its value, and

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracescale.replay.engine.run import RunReplay
-from tracescale.replay.laws.links import unmeasured_inter_range
-from tracescale.replay.laws.topology import INTER, measured_tier
+from tracescale.replay.links.links import unmeasured_inter_range
+from tracescale.replay.links.topology import INTER, measured_tier
 
 if TYPE_CHECKING:
     from tracescale.replay.project import ReplayStudy

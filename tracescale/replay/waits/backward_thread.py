@@ -8,7 +8,7 @@ idle gaps (no enclosing op) and the main thread's wait is an ordinary gap: a rep
 at their measured length, so the two threads run side by side instead of one after the other.
 Data loading removed from the main thread would then gain nothing (the backward thread's idle
 gap still holds the next backward back), and a faster backward would not end the wait sooner.
-Rewritten here, as for gloo's runloop threads (:mod:`tracescale.replay.graph.host_collectives`):
+Rewritten here, as for gloo's runloop threads (:mod:`tracescale.replay.waits.host_collectives`):
 
 - each idle gap of a backward thread (no enclosing op, and the main thread issued calls
   meanwhile: a pause between two backward functions is the engine's own time) runs for no
@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph.build import DEV, GAP, Graph
-from tracescale.replay.graph.host_collectives import settle_waits
+from tracescale.replay.waits.host_collectives import settle_waits
 
 I64 = npt.NDArray[np.int64]
 

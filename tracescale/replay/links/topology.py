@@ -195,7 +195,7 @@ def grew_like_n(n0: float, g0: float, n1: float, g1: float) -> bool:
 @dataclass(frozen=True)
 class GroupRole:
     """One process group role (description, else name) over the runs, as its size law reads it:
-    what the parallelism mesh (``replay.laws.mesh``) and the links (:class:`SizeLaws`) share."""
+    what the parallelism mesh (``replay.links.mesh``) and the links (:class:`SizeLaws`) share."""
 
     name: str
     #: (world size, median group size of its instances there), by world size
