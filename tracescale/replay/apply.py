@@ -15,6 +15,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.replay.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.engine.run import RunReplay
+from tracescale.replay.imbalance import wait_overheads
 from tracescale.replay.levers import lever_gains
 from tracescale.replay.links.mesh import mesh_dict
 from tracescale.replay.links.topology import INTER
@@ -253,21 +254,9 @@ def apply_replay(
     for entry in scaling.get("what_if", []):
         _replay_scenario(entry, study, base_n, mode)
     targets = [int(p["world_size"]) for p in scaling.get("projections", [])]
-    overheads = scaling.setdefault("overheads", [])
-    for p in scaling.get("projections", []):
-        sec = float(p.get("rank_to_rank_variability_s", 0.0))
-        if sec > 1e-9:
-            n = int(p["world_size"])
-            overheads.append(
-                {
-                    "world_size": n,
-                    "category": "communication",
-                    "source": "rank-to-rank variability",
-                    "seconds": sec,
-                    "text": f"at N={n}, waiting for the slowest rank (rank-to-rank "
-                    f"variability) adds {sec * 1e3:.3g} ms per step",
-                }
-            )
+    scaling.setdefault("overheads", []).extend(
+        wait_overheads(study, scaling.get("projections", []))
+    )
     tw = tier_warning(study, targets)
     if tw:
         warnings.append(tw)
