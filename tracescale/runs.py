@@ -198,7 +198,10 @@ def run_to_dict(run: RunBreakdown, *, rows: bool = True) -> dict[str, Any]:
         "ranks": list(run.ranks),
         "steps": int(steps.groupby("rank").size().max()) if len(steps) else 0,
         "paths": list(run.paths),
-        "kind": run.kind,
+        # a device the rules do not know stays "unknown"; "analyzed_as" says how it was read
+        "kind": "unknown" if run.device == "unknown" else run.kind,
+        "analyzed_as": run.kind,
+        "device": run.device,
         "step_time_s": {
             "mean": float(per_rank_means["duration"].mean()),
             "median": float(np.median(step_times)),

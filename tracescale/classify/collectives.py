@@ -43,6 +43,8 @@ _DTYPE_BYTES = {
     "int16": 2,
 }
 _STREAM_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
+#: Host ranges of a backend that enqueues its collective as a device kernel.
+_ENQUEUE_PREFIXES = ("nccl:", "xccl:")
 _TYPE_PATTERNS = (
     ("allreduce", re.compile(r"all_?reduce|cross_device_reduce", re.I)),
     ("reducescatter", re.compile(r"reduce_?scatter", re.I)),
@@ -210,7 +212,8 @@ def _blocking_host_collectives(
     """Main-thread collective calls that launch no communication kernel (barrier, gloo, ...).
 
     The host blocks in them (e.g. ``c10d::barrier`` while rank 0 reduces), so they are waits to
-    match across ranks like kernels; NCCL calls that enqueue a kernel are represented by it.
+    match across ranks like kernels; NCCL calls that enqueue a kernel are represented by it
+    (and XCCL's alike: ``xccl:all_reduce``, PTI's ``xccl::allreduce`` records of the same op).
     A call that issues a stream wait (``cudaStreamWaitEvent``: DDP's end-of-backward join, an
     NCCL ``Work::wait``) makes the *device* wait and returns at once: it is not one of them,
     and counting it would hide that stream dependency from everything downstream.
@@ -218,7 +221,7 @@ def _blocking_host_collectives(
     ev = trace.events
     main = (~ev.is_device) & (ev.pid == win.main_pid) & (ev.tid == win.main_tid)
     skip = trace.string_mask(
-        lambda s: s == "record_param_comms" or s.startswith("nccl:"), steps_alike=True
+        lambda s: s == "record_param_comms" or s.startswith(_ENQUEUE_PREFIXES), steps_alike=True
     )
     cand = np.flatnonzero(main & (host_t == 3) & ~skip[ev.name])
     if cand.size == 0:

@@ -30,6 +30,7 @@ from tracescale.classify.timeline import (
 )
 from tracescale.classify.top_ops import rank_op_seconds
 from tracescale.classify.work_size import rank_input_sizes
+from tracescale.ingest.devices import device_kind
 from tracescale.ingest.steps import StepWindows, find_steps, launch_times
 from tracescale.ingest.trace import RankTrace
 
@@ -46,7 +47,7 @@ class RankResult:
     path: str
     rank: int
     world_size: int | None
-    kind: str  # "gpu" or "cpu"
+    kind: str  # "gpu" or "cpu": the resource attribution treated as critical
     #: classify.result.STEP_COLUMNS (communication_wait filled by the run), plus
     #: gpu_metrics.GPU_STEP_COLUMNS on GPU ranks (dropped when the run is built)
     steps: pd.DataFrame
@@ -65,6 +66,9 @@ class RankResult:
     op_seconds: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Median input elements per (op name, input position): tells strong from weak scaling.
     input_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The accelerator family and what in the trace was not recognised (ingest.devices).
+    device: str = "gpu"
+    unknown_devices: tuple[str, ...] = ()
 
 
 def _mask_names(trace: RankTrace, pred: Callable[[str], bool]) -> BOOL:
@@ -201,6 +205,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     coll = _hideable(trace, coll, segs, work, launched)
     coll.insert(0, "rank", rank_id)
     ranges, totals = _annotations(trace, main & (host_t < 0), win)
+    dk = device_kind(trace, win.main_pid)
     return RankResult(
         path=trace.meta.path,
         rank=rank_id,
@@ -215,6 +220,8 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         range_totals=totals,
         op_seconds=ops,
         input_sizes=rank_input_sizes(trace, main & cat_is_op),
+        device=dk.family,
+        unknown_devices=dk.unknown,
     )
 
 

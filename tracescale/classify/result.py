@@ -67,6 +67,8 @@ class RunBreakdown:
     collectives: pd.DataFrame
     communication_by_collective: dict[str, float] = field(default_factory=dict)
     kind: str = "gpu"  # "gpu" or "cpu": which resource was treated as critical
+    #: accelerator family (ingest.devices): cuda, rocm, xpu, mtia, gpu, cpu or unknown
+    device: str = "gpu"
     warnings: tuple[str, ...] = ()
     #: Top contributors: category, name, seconds (mean per step per rank), step_sd, steps
     #: (see classify.top_ops.run_op_table).

@@ -186,6 +186,8 @@ def build_run(
     by_type: dict[str, float] = {}
     nsteps = 0
     kinds = set()
+    devices: dict[str, int] = {}  # family -> ranks
+    unknown: dict[str, None] = {}
     op_tables: list[pd.DataFrame] = []
     size_tables: list[pd.DataFrame] = []
     gpu_rows: list[tuple[int, GpuTotals]] = []
@@ -202,6 +204,8 @@ def build_run(
         moves, waits, moved_by_type = _cause(group, coll, offsets) if len(coll) else ({}, {}, {})
         for r in group:
             kinds.add(r.kind)
+            devices[r.device] = devices.get(r.device, 0) + 1
+            unknown.update(dict.fromkeys(r.unknown_devices))
             notes.extend(f"{r.path}: {m}" for m in r.warnings)
             totals = rank_gpu_totals(r.steps)
             if totals is not None:
@@ -245,6 +249,9 @@ def build_run(
         else pd.DataFrame(columns=list(COLLECTIVE_COLUMNS))
     )
     ranks = tuple(sorted({int(x) for x in steps_df["rank"]}))
+    kind = "gpu" if "gpu" in kinds else "cpu"
+    if unknown:
+        notes.append(unknown_device_note(tuple(unknown), devices.get("unknown", 0), kind))
     per_step = {k: float(v) / max(nsteps, 1) for k, v in by_type.items()}
     return RunBreakdown(
         world_size=world_size,
@@ -253,13 +260,41 @@ def build_run(
         steps=steps_df,
         collectives=coll_df,
         communication_by_collective=per_step,
-        kind="gpu" if "gpu" in kinds else "cpu",
+        kind=kind,
+        device=run_device(devices),
         warnings=tuple(dict.fromkeys(notes)),
         ops=run_op_table(op_tables, nsteps, _per_step(own_totals, nsteps)),
         input_sizes=run_input_sizes(size_tables),
         gpu_metrics=per_rank_frame(gpu_rows),
         clock_offsets=tuple(clocks),
     )
+
+
+def run_device(devices: dict[str, int]) -> str:
+    """A run's accelerator family: its ranks' one family, ``unknown`` if any rank's is, else
+    the families joined (``cuda,gpu``: some ranks' traces lack the runtime calls)."""
+    if "unknown" in devices:
+        return "unknown"
+    return ",".join(sorted(devices)) if devices else "cpu"
+
+
+def unknown_device_note(unknown: tuple[str, ...], ranks: int, kind: str) -> str:
+    """The run's one warning about device kinds the rules do not know (never one per event or
+    per rank): what was not recognised and what the numbers then count."""
+    what = ", ".join(unknown)
+    if kind == "gpu":
+        counted = (
+            "its kernel, gpu_memcpy and gpu_memset events are analyzed as device work as on "
+            "CUDA; other device events are not counted"
+        )
+    else:
+        counted = (
+            "none of its events is counted as device work; the run is analyzed from its host "
+            "threads alone"
+        )
+    plural = "rank" if ranks == 1 else "ranks"
+    where = f"{ranks} {plural}"
+    return f'unknown device kind ({what}) on {where}: {counted} (kind "unknown" in the JSON)'
 
 
 def _per_step(totals: list[pd.Series], nsteps: int) -> dict[str, float]:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from tracescale.categories import ANNOTATION_CAT
 from tracescale.errors import InvalidTraceError
+from tracescale.ingest.devices import queue_streams
 from tracescale.ingest.numbers import is_out_of_range, us_text_to_ns
 from tracescale.ingest.trace import (
     DEVICE_CATEGORIES,
@@ -279,15 +280,16 @@ class Builder:
         ext, ext_old = cat("external_id", np.int64), cat("external_id_old", np.int64)
         cat_ids = cat("cat", np.int32)
         device_cats = np.array([t in DEVICE_CATEGORIES for t in table], dtype=np.bool_)
+        tid = cat("tid", np.int64)
         cols = EventColumns(
             start=cat("start", np.int64),
             dur=cat("dur", np.int64),
             pid=cat("pid", np.int64),
-            tid=cat("tid", np.int64),
+            tid=tid,
             cat=cat_ids,
             name=cat("name", np.int32),
             device=cat("device", np.int64),
-            stream=cat("stream", np.int64),
+            stream=queue_streams(cat("stream", np.int64), tid, cat_ids, table),
             correlation=cat("correlation", np.int64),
             external_id=np.where(ext >= 0, ext, ext_old),
             coll_name=opt("coll_name"),
