@@ -9,6 +9,7 @@ and context (efficiency, the model's optimum) fills in when levers are few.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tracescale.findings.common import (
@@ -196,6 +197,30 @@ def _optimum(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[fl
     return [(1.02, Finding(text=text, category=None, value=opt, kind="context"))]
 
 
+#: An op's replayed gain at least this share of its category's lever's (on the log scale) is
+#: what that lever buys: the category's finding would restate the op's.
+_EXPLAINS = 0.8
+
+
+def _without_restated(scored: list[tuple[float, Finding]]) -> list[tuple[float, Finding]]:
+    """``scored`` less each category lever that one of its own top ops' findings explains.
+
+    Compute's "its part that does not shrink made parallel" and "without the optimizer's
+    kernels" are one lever when those kernels are that part: the op's finding names the op and
+    stays; the category's would say the same again one line below.
+    """
+    ops = {f["category"]: g for g, f in scored if f["kind"] == "op"}
+    explained = {
+        cat
+        for g, f in scored
+        if f["kind"] == "lever"
+        and (cat := f["category"]) in ops
+        and g > 1.0
+        and math.log(max(ops[cat], 1.0)) >= _EXPLAINS * math.log(g)
+    }
+    return [(g, f) for g, f in scored if not (f["kind"] == "lever" and f["category"] in explained)]
+
+
 def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
     """The ``limit`` most important findings of one study, biggest lever first."""
     runs = sorted(
@@ -209,6 +234,7 @@ def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
     scored += variability_lever(study, runs) + bubble_lever(study, runs)
     scored += op_levers(study, runs, mode) + _stragglers(study, runs, unit_of(study))
     scored += _efficiency(study) + _optimum(study, runs)
+    scored = _without_restated(scored)
     scored.sort(key=lambda sf: -sf[0])
     out = [f for _, f in scored[:limit]]
     # A late rank is a fault, not a tuning lever: it is always named, in the last slot if its

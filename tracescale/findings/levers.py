@@ -327,6 +327,22 @@ def _replayed_op(study: dict[str, Any], n: int, group: str) -> float | None:
     return None
 
 
+#: Kernels of the optimizer step (PyTorch's foreach/fused optimizers, Apex, DeepSpeed).
+_OPTIMIZER_KERNEL = re.compile(r"multi_tensor_apply|foreach|fused_?adam|adam|lamb|sgd", re.I)
+
+
+def _op_advice(category: str, name: str) -> str:
+    """What people do about an op that does not shrink, by what it is."""
+    if category == "compute" and _OPTIMIZER_KERNEL.search(name):
+        return (
+            " Every rank runs the whole optimizer step: shard it (ZeRO-1/2, FSDP) so each rank "
+            "updates its own part, or use a fused optimizer."
+        )
+    if category == "compute":
+        return " Shard it across the ranks, or skip work that every rank repeats."
+    return ""
+
+
 def op_levers(
     study: dict[str, Any], runs: list[dict[str, Any]], mode: str, limit: int = 2
 ) -> list[tuple[float, Finding]]:
@@ -356,6 +372,7 @@ def op_levers(
             f"{basis_clause(last, cat, lead='the ') or label(cat).lower()}. "
             f"Without it, steps would be {speedup_text(gain, t.step_s, after)} "
             f"at {count(t.world_size)} (projected; replayed)."
+            f"{_op_advice(cat, str(e['name']))}"
         )
         found.append((gain, Finding(text=text, category=cat, value=gain, kind="op")))
     found.sort(key=lambda sf: -sf[0])

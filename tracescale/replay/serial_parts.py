@@ -76,7 +76,8 @@ def step_categories(graph: Graph, rep: Replayed) -> F64:
         if name == "sync":
             m |= main & (graph.kind == SYNC)
         layers.append((start[m], end[m]))
-    layers.append((start[main], end[main]))  # any other host node: host
+    other = main & (cat != CAT["idle"])  # untraced time of a GPU trace stays idle
+    layers.append((start[other], end[other]))  # any other host node: host
     pts = [lo, hi] + [a for s, e in layers for a in (s, e)]
     points = sorted_unique(np.concatenate(pts))
     seg_s, seg_e = points[:-1], points[1:]

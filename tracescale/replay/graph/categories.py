@@ -6,8 +6,11 @@ overlap and waits come out as the replay sees them. The category of a node is th
 classify stage gives the instant it runs at, by the same rules: kernels by the device rules
 (compute, memcpy, communication), collective nodes communication, sync calls sync, and host
 pieces of the main thread by the host op that encloses them (data loading, sync, single-rank
-reduction, host-side communication, in classify's priority), else host. Other threads' pieces
-are host (classify attributes only the main thread's host time).
+reduction, host-side communication, in classify's priority), else host; in a GPU trace a piece
+inside no traced op of the process is idle, as classify has it (a "host" what-if must not free
+untraced time: on a torch.compile trace 354 ms of it made removing 1.4 ms of host work a
+1,876x lever). Other threads' pieces are host (classify attributes only the main thread's
+host time).
 """
 
 from __future__ import annotations
@@ -84,6 +87,12 @@ def node_categories(
             hit = todo & _covered(ev.start[m], ev.start[m] + ev.dur[m], mid)
             out[idx[hit]] = CAT[target]
             todo &= ~hit
+        if dev.any():  # a GPU trace: main-thread time inside no traced op is idle (classify)
+            gaps = todo & (kind[idx] == kinds["gap"])
+            steps = trace.step_names[np.clip(ev.name, 0, None)] & (ev.name >= 0)
+            ops = ~ev.is_device & (ev.pid == main[0]) & ~steps & (ev.dur > 0)
+            inside = _covered(ev.start[ops], ev.start[ops] + ev.dur[ops], mid[gaps])
+            out[idx[gaps][~inside]] = CAT["idle"]
     out[kind == kinds["sync"]] = CAT["sync"]
     out[(kind == kinds["host_collective"]) | (kind == kinds["device_collective"])] = CAT[
         "communication"
