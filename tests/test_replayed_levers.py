@@ -103,9 +103,12 @@ def test_compute_made_parallel_matches_the_simulator_with_a_sharded_optimizer(
         got = levers[n]["levers"]["compute"]
         assert got["speedup"] == pytest.approx(gain, rel=0.01), n
     study = doc["studies"][0]
-    compute = [f for f in study["findings"] if f["kind"] == "lever" and f["category"] == "compute"]
-    assert len(compute) == 1 and "(replayed)" in compute[0]["text"]
-    assert compute[0]["value"] == pytest.approx(levers[16]["levers"]["compute"]["speedup"])
+    found = [f for f in study["findings"] if f["category"] == "compute"]
+    assert len(found) == 1 and "replayed" in found[0]["text"]
+    if found[0]["kind"] == "lever":
+        assert found[0]["value"] == pytest.approx(levers[16]["levers"]["compute"]["speedup"])
+    else:  # the optimizer's own finding explains compute's lever, which is then not restated
+        assert found[0]["kind"] == "op" and "multi_tensor_apply_kernel" in found[0]["text"]
 
 
 def test_an_op_that_does_not_shrink_is_replayed_without_it(tmp_path: Path) -> None:

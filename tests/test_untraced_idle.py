@@ -65,3 +65,14 @@ def test_the_torch_compile_trace_keeps_its_untraced_time(shared_traces: Path) ->
     assert parts["idle"] == pytest.approx(
         study["runs"][0]["breakdown_s"]["idle"] / 0.3555, abs=0.01
     )
+
+
+def test_a_cpu_trace_keeps_its_ops_as_compute(shared_traces: Path) -> None:
+    """A CPU-only trace: its ops' time is compute, its untraced time host. Removing host time
+    (63% of the step) buys 1/(1 - 0.63), not the 11x it claimed when the ops went with it."""
+    path = shared_traces / "hta" / "distributed_info_unavailable"
+    study = analyze(path, jobs=1, no_cache=True).studies[0]
+    run = study["runs"][0]
+    share = run["breakdown_s"]["host"] / run["step_time_s"]["mean"]
+    host = study["scaling"]["replay"]["levers"]["points"][0]["levers"]["host"]["speedup"]
+    assert host == pytest.approx(1 / (1 - share), rel=0.01)
