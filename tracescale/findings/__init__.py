@@ -28,6 +28,7 @@ from tracescale.findings.levers import (
     replayed_gain,
     variability_lever,
 )
+from tracescale.findings.warmup import setup_finding
 from tracescale.report.bounds import optimum_of
 from tracescale.report.fmt import Unit, label, num, secs, unit_of
 
@@ -235,6 +236,10 @@ def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
     scored += op_levers(study, runs, mode) + _stragglers(study, runs, unit_of(study))
     scored += _efficiency(study) + _optimum(study, runs)
     scored = _without_restated(scored)
+    setup = setup_finding(runs, unit_of(study))
+    if setup:  # the step measured set-up: its category's levers would be about that
+        cat = setup[0][1]["category"]
+        scored = setup + [(g, f) for g, f in scored if f["category"] != cat]
     scored.sort(key=lambda sf: -sf[0])
     out = [f for _, f in scored[:limit]]
     # A late rank is a fault, not a tuning lever: it is always named, in the last slot if its

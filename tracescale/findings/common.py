@@ -22,7 +22,7 @@ class Finding(TypedDict):
     """One finding: the sentence, the category it is about (None: the whole step), its number.
 
     ``value`` is the finding's own figure: for a lever, the speedup fixing it buys (``gain``);
-    ``kind`` says which family it is (lever, op, straggler, slowdown, context).
+    ``kind`` says which family it is (lever, op, straggler, slowdown, context, setup).
     """
 
     text: str
