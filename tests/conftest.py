@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,46 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     for var in ("COLUMNS", "LINES"):
         os.environ.pop(var, None)
+
+
+#: Modules whose parametrized cases are independent of each other but share an expensive
+#: per-case load: spread case by case (the text in brackets), not as one module.
+BY_CASE = {"tests/test_hta_agreement.py"}
+
+
+def _scope(nodeid: str) -> str:
+    """The unit of work a worker takes whole: a test module, or one case of a BY_CASE module."""
+    path = nodeid.split("::", 1)[0]
+    if path in BY_CASE and nodeid.endswith("]"):
+        return f"{path}[{nodeid[nodeid.index('[') + 1 : -1]}]"
+    return path if path not in BY_CASE else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``-n N`` and no ``--dist``: each worker takes whole modules (``--dist loadfile``),
+    except that test_hta_agreement.py goes folder by folder.
+
+    A module- or session-scoped fixture (a simulated study, an analysis, HTA's load of a folder)
+    is built by every worker that draws one of its tests; under plain ``load`` that is most
+    modules twice. ``--dist loadgroup`` with ``xdist_group`` marks cannot do this here: with
+    pytest 9 the group suffix pytest-xdist 3.8 writes into ``item._nodeid`` never reaches the
+    node id, so every group is split as under ``load``. An explicit ``--dist`` is left alone.
+    """
+    if _dist_given(config) or config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleOrCase(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return ModuleOrCase(config, log)
+
+
+def _dist_given(config: pytest.Config) -> bool:
+    """Whether the command line chose pytest-xdist's distribution mode itself."""
+    return any(a == "-d" or a.startswith("--dist") for a in config.invocation_params.args)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
