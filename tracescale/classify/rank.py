@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
+from tracescale.classify.blocking import blocking_copies
 from tracescale.classify.collectives import collective_instances, type_layers
 from tracescale.classify.gpu_metrics import add_gpu_columns
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
@@ -117,7 +118,7 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
         layers[name] = (np.maximum(ev.start[m], lo), np.minimum(ev.start[m] + ev.dur[m], hi))
 
     add("dl", main & (host_t == 0))
-    add("sync", main & (host_t == 1))
+    add("sync", main & ((host_t == 1) | blocking_copies(trace)))
     add("red", main & (host_t == 2))
     add("hcomm", main & (host_t == 3))
     if kind == "gpu":

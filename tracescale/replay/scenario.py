@@ -15,7 +15,9 @@ waits are attributed to sync or communication, not to data loading). The transfo
 - ``sync`` scales the time classify calls sync: the sync calls' own time and return latency
   (their wait for the device is the device's time and stays), and the main thread's host
   pieces after a sync returns until the next launch (classify: host time after a sync's
-  return until the next GPU activity);
+  return until the next GPU activity); ``sync=0`` also makes a blocking copy (an asynchronous
+  copy of pageable memory, ``classify.blocking``) asynchronous: it no longer waits for the
+  device, as with pinned memory and ``non_blocking=True``;
 - ``idle`` (time with nothing running) has no node of its own: that scenario is refused.
 """
 
@@ -25,8 +27,10 @@ import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from tracescale.categories import CATEGORIES
+from tracescale.classify.blocking import ASYNC_COPY
 from tracescale.replay.graph.build import DEV, GAP, SYNC, Graph
 from tracescale.replay.laws.p2p import p2p_rows
 from tracescale.replay.project import ReplayStudy
@@ -69,6 +73,19 @@ def node_categories(g: Graph) -> np.ndarray:
     mark = after_sync & ~resets & (g.kind[main] == GAP) & (cat[main] == host)
     cat[main[mark]] = CATEGORIES.index("sync")
     return cat
+
+
+def _blocking_copy_nodes(g: Graph) -> npt.NDArray[np.bool_]:
+    """Nodes of asynchronous copy calls (their law group ``call:cudaMemcpyAsync``...): a sync
+    node among them blocks only because its host memory is pageable."""
+    copy_group = np.array(
+        [k.startswith("call:") and ASYNC_COPY.search(k[5:]) is not None for k in g.groups],
+        dtype=np.bool_,
+    )
+    if not len(copy_group):
+        return np.zeros(len(g), dtype=np.bool_)
+    out: npt.NDArray[np.bool_] = (g.group >= 0) & copy_group[np.clip(g.group, 0, None)]
+    return out
 
 
 def _scaled_tail(t: GPTail | None, f: float) -> GPTail | None:
@@ -123,12 +140,17 @@ def scenario_study(study: ReplayStudy, factors: Mapping[str, float]) -> ReplaySt
     is_sync = g.kind == SYNC
     fixed = np.where(is_sync, np.round(g.fixed * f_node), g.fixed).astype(np.int64)
     tail = np.where(is_sync, np.round(g.tail * f_node), g.tail).astype(np.int64)
+    dep2 = g.dep2
+    if factors.get("sync", 1.0) == 0.0:  # a blocking copy made asynchronous: no wait at all
+        copies = is_sync & _blocking_copy_nodes(g)
+        dep2 = np.where(copies, -1, g.dep2).astype(g.dep2.dtype)
+        dur = np.where(copies, fixed, dur)
     coll = base.coll.copy()
     f_comm = float(factors.get("communication", 1.0))
     coll["transfer"] = np.where(p2p, coll["transfer"], coll["transfer"] * f_comm)
     new_base = dataclasses.replace(
         base,
-        graph=dataclasses.replace(g, dur=dur, fixed=fixed, tail=tail),
+        graph=dataclasses.replace(g, dur=dur, fixed=fixed, tail=tail, dep2=dep2),
         coll=coll,
         delay_excess=base.delay_excess * f_node[base.delay_node],
     )

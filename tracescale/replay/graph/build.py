@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from tracescale.classify.blocking import blocking_copies
 from tracescale.classify.collectives import collective_type
 from tracescale.classify.rules import RuleSet, load_rules
 from tracescale.ingest.devices import XPU_RUNTIME_CATEGORIES, XPU_SYNC_CALLS
@@ -151,6 +152,7 @@ def build_graph(
     cat_runtime = np.array([s in _RUNTIME_CATS for s in strings], dtype=np.bool_)
     skip_dev = np.array([s in _SKIP_DEVICE_CATS for s in strings], dtype=np.bool_)
     is_sync = np.array([s in _SYNC_CALLS for s in strings], dtype=np.bool_)
+    blocking = blocking_copies(trace)  # copies of pageable memory: they wait like a sync
     end = ev.start + ev.dur
     coll_event = collective_events(ev.start, end, coll)
     host = ~ev.is_device
@@ -182,7 +184,9 @@ def build_graph(
             ev.start[idx], end[idx], idx.astype(np.int64), cursor, stop,
             ev.start[ops], end[ops], ops.astype(np.int64), bounds.astype(np.int64),
         )  # fmt: skip
-        chunks.append(_host_columns(p, ev.name, is_sync, coll_event, groups, names, strings))
+        chunks.append(
+            _host_columns(p, ev.name, is_sync, blocking, coll_event, groups, names, strings)
+        )
         if is_main and len(p):
             first, last = step_bounds(p.start, p.end, win.host_start, win.host_end)
             step_first[:] = n_nodes + first
@@ -254,6 +258,7 @@ def _host_columns(
     p: ThreadPieces,
     event_name: npt.NDArray[np.int32],
     is_sync: npt.NDArray[np.bool_],
+    blocking: npt.NDArray[np.bool_],
     coll_event: I64,
     groups: _Groups,
     names: list[str],
@@ -268,7 +273,9 @@ def _host_columns(
     name = event_name[ev_i].astype(np.int64)
     op_name = np.where(p.op >= 0, event_name[np.clip(p.op, 0, None)].astype(np.int64), -1)
     kind = np.where(
-        is_gap, GAP, np.where(coll >= 0, HCOLL, np.where(is_sync[name], SYNC, CALL))
+        is_gap,
+        GAP,
+        np.where(coll >= 0, HCOLL, np.where(is_sync[name] | blocking[ev_i], SYNC, CALL)),
     ).astype(np.int64)
     # Label codes: id * 4 + 0 gap (innermost op's name id, -1 none), + 1 call; 2 collective.
     code = np.where(is_gap, op_name * 4, np.where(coll >= 0, 2, name * 4 + 1))
