@@ -148,7 +148,9 @@ def graph_capture_gain(study: ReplayStudy, sizes: Sequence[int]) -> dict[str, An
     the projection's own step times what the graph saves."""
     captured, cost, gap = graph_captured(study)
     points = []
-    for n in sorted(set(int(s) for s in sizes)):
+    # a run attributed as CPU work (no device work in its steps) has nothing a graph captures
+    gpu = study.base.kind == "gpu"
+    for n in sorted(set(int(s) for s in sizes)) if gpu else []:
         now = float(np.mean(study.replayed_steps(n)))
         graphed = float(np.mean(captured.replayed_steps(n)))
         if now <= 0 or graphed <= 0:
