@@ -25,7 +25,10 @@ def test_a_blocking_copy_is_sync_under_the_op_that_issued_it(shared_traces: Path
     run = _study(shared_traces / "hta" / "negative_queue_length_values_check")["runs"][0]
     assert run["breakdown_s"]["sync"] > 2 * run["breakdown_s"]["host"]
     assert run["top_ops"]["sync"][0]["name"] == "aten::copy_"
-    assert all(e["name"] != "cudaMemcpyAsync" for e in run["top_ops"]["host"])
+    # what stays host is the other copies' launch time (it was 87 ms, 71% of host, with the
+    # blocking waits in it)
+    copies = [e["seconds"] for e in run["top_ops"]["host"] if e["name"] == "cudaMemcpyAsync"]
+    assert sum(copies) < 0.005
 
 
 def test_no_cuda_graph_lever_without_device_work(shared_traces: Path) -> None:
