@@ -73,6 +73,28 @@ def _copy_bound(run: dict[str, Any]) -> bool:
     return share >= 0.5
 
 
+#: Share of the step from which a blocking copy that buys nothing replayed is still said.
+_COPY_WAIT_SHARE = 0.2
+
+
+def _copy_wait_context(run: dict[str, Any], now: float, where: str) -> list[tuple[float, Finding]]:
+    """A blocking copy holding much of the step whose replay without the wait is no shorter:
+    what the device waits for is not in this trace (another rank, an earlier queue), so
+    no gain is promised; the host is still held there, and the remedy is the same."""
+    step = mean_step(run)
+    share = now / step if step > 0 else 0.0
+    if share < _COPY_WAIT_SHARE:
+        return []
+    text = (
+        f"{cat_label(run, 'sync')} takes {secs(now)} per step ({share:.0%}) at {where}"
+        f"{names_clause(run, 'sync')}: the host waits in blocking copies (pageable memory, "
+        ".item(), .cpu()). Replayed without those waits the step is no shorter: the device "
+        "waits as long for work this trace does not show (another rank, or its own queue). "
+        "Pinned memory and non_blocking=True copies still free the host to run ahead."
+    )
+    return [(1.0 + 0.01 * share, Finding(text=text, category="sync", value=share, kind="context"))]
+
+
 def _trend(first: dict[str, Any], last: dict[str, Any], cat: str, mode: str, unit: Unit) -> str:
     """', and does not shrink with more GPUs' from the first and the last measured run."""
     if first is last:
@@ -175,6 +197,8 @@ def category_levers(
             continue
         gain = t.step_s / after
         if gain < MIN_GAIN:
+            if cat == "sync" and _copy_bound(last):
+                out += _copy_wait_context(last, now, count(n_last))
             continue
         share = now / mean_step(last) if mean_step(last) > 0 else 0.0
         name = cat_label(last, cat)
