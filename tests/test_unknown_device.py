@@ -96,6 +96,17 @@ def test_an_unrecognised_device_property_is_unknown(tmp_path: Path) -> None:
     assert (kind.family, kind.unknown) == ("unknown", ("device 'Ascend910B'",))
 
 
+def test_an_unnamed_device_is_not_unknown(tmp_path: Path) -> None:
+    """ROCm traces of MI300s (TraceLens's vLLM captures) leave ``deviceProperties`` names
+    empty; an empty name says nothing, and the trace's kernels make it a GPU run."""
+    doc = MiniTrace().step(0, 0, 1_000).kernel("gemm", 10, 500).to_dict()
+    doc["deviceProperties"] = [{"id": 0, "name": ""}, {"id": 1, "name": "gfx942"}]
+    path = tmp_path / "mi300.json"
+    path.write_text(json.dumps(doc))
+    kind = device_kind(load_trace(str(path)))
+    assert kind.unknown == () and kind.family != "unknown"
+
+
 def test_a_user_category_on_a_host_thread_is_no_device(tmp_path: Path) -> None:
     t = MiniTrace().step(0, 0, 1_000).host("aten::mm", 0, 500).host("mine", 600, 100, cat="my_cat")
     kind = device_kind(load_trace(str(t.write(tmp_path / "host.json"))), main_pid=100)

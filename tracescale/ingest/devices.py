@@ -122,7 +122,7 @@ _LABEL = re.compile(r"^([A-Za-z][A-Za-z_]*)\s*\d+$")
 #: is a device type the tool does not recognise.
 _VENDOR_NAMES: Final = (
     ("xpu", re.compile(r"\bIntel\b", re.I)),
-    ("rocm", re.compile(r"\bAMD\b|Radeon|Instinct", re.I)),
+    ("rocm", re.compile(r"\bAMD\b|Radeon|Instinct|\bgfx\d+", re.I)),
     ("cuda", re.compile(r"NVIDIA|Tesla|GeForce|Quadro|TITAN", re.I)),
     ("mtia", re.compile(r"MTIA|ARTEMIS", re.I)),
 )
@@ -177,6 +177,8 @@ def device_kind(trace: RankTrace, main_pid: int | None = None) -> DeviceKind:
     unknown += [f"device type '{w}'" for w in sorted(labels - _KNOWN_LABELS)]
     vendors: list[str] = []
     for name in dict.fromkeys(trace.meta.device_names):
+        if not name.strip():
+            continue  # an unnamed device says nothing (ROCm traces of MI300s leave it empty)
         family = next((f for f, rx in _VENDOR_NAMES if rx.search(name)), None)
         if family is not None:
             vendors.append(family)
