@@ -37,3 +37,27 @@ def test_a_short_set_up_call_changes_nothing(tmp_path: Path) -> None:
     _trace(tmp_path, 500)
     findings = analyze(tmp_path, jobs=1, no_cache=True).studies[0]["findings"]
     assert all(f["kind"] != "setup" for f in findings)
+
+
+def _capture_trace(path: Path, capture: bool) -> Path:
+    """One step of 20 ms: 15 ms of host work (Python compiling and capturing), a few kernels;
+    with ``capture`` the step begins a stream capture, as vLLM's warm-up does."""
+    t = MiniTrace().step(0, 0, 20_000).host("triton/runtime/jit.py(574): run", 100, 15_000)
+    if capture:
+        t.runtime("cudaStreamBeginCapture", 50, 5)
+    t.host("aten::mm", 16_000, 1000).kernel("gemm", 16_100, 3000)
+    return t.write(path / "ws1" / "rank0.json")
+
+
+def test_graph_capture_inside_the_steps_is_said_first(tmp_path: Path) -> None:
+    _capture_trace(tmp_path / "captured", capture=True)
+    _capture_trace(tmp_path / "plain", capture=False)
+    captured = analyze(tmp_path / "captured", jobs=1, no_cache=True).studies[0]
+    first = captured["findings"][0]
+    assert first["kind"] == "setup" and first["category"] == "host"
+    assert first["text"].startswith("CUDA graph capture inside the profiled steps: host work")
+    assert not [f for f in captured["findings"][1:] if f["category"] == "host"]
+    assert any("CUDA graph capture inside the steps (1 stream capture begun)" in w
+               for w in captured["warnings"])  # fmt: skip
+    plain = analyze(tmp_path / "plain", jobs=1, no_cache=True).studies[0]
+    assert all(f["kind"] != "setup" for f in plain["findings"])

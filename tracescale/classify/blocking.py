@@ -1,4 +1,5 @@
-"""A rank's trace in -> which runtime calls block the host: asynchronous copies that are not.
+"""A rank's trace in -> which runtime calls block the host (asynchronous copies that are not),
+and whether its steps capture CUDA graphs (a one-time cost, not a step's).
 
 ``cudaMemcpyAsync`` (``hipMemcpyAsync``, ``cuMemcpy*Async``) returns at once only between device
 memory and pinned host memory. With pageable host memory the driver stages the copy, and the
@@ -57,3 +58,27 @@ def blocking_copies(trace: RankTrace) -> BOOL:
 
 #: A call returning this long before its copy ends still waited for it (clock granularity).
 RETURN_SLACK_NS = 1_000
+
+
+#: Stream capture calls: the traced span records CUDA/HIP graphs instead of running them.
+CAPTURE_CALL = re.compile(r"^(cuda|hip)StreamBeginCapture\w*$|^cuStreamBeginCapture\w*$")
+#: The warning's start, which the findings look for (:mod:`tracescale.findings.warmup`).
+CAPTURE_NOTE = "CUDA graph capture inside the steps"
+
+
+def capture_note(trace: RankTrace, lo: int, hi: int) -> str | None:
+    """A warning when the steps in ``[lo, hi)`` (ns) begin stream captures, else None: their
+    host time is capture and compilation (vLLM's and torch.compile's warm-up), paid once."""
+    ev = trace.events
+    calls = trace.string_mask(lambda s: CAPTURE_CALL.search(s) is not None, steps_alike=True)
+    if not calls.any():
+        return None
+    named = ev.name >= 0
+    hit = named & calls[np.clip(ev.name, 0, None)] & (ev.start >= lo) & (ev.start < hi)
+    count = int(hit.sum())
+    if count == 0:
+        return None
+    return (
+        f"{CAPTURE_NOTE} ({count} stream capture{'s' if count > 1 else ''} begun): their "
+        "host time is capture and compilation, paid once; profile the replayed graphs"
+    )

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
-from tracescale.classify.blocking import blocking_copies
+from tracescale.classify.blocking import blocking_copies, capture_note
 from tracescale.classify.collectives import collective_instances, type_layers
 from tracescale.classify.gpu_metrics import add_gpu_columns
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
@@ -98,6 +98,9 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     dev_t = np.where(ev.is_device, dev_t, -1).astype(np.int8)
     host_t = np.where(host, host_t, -1).astype(np.int8)
     lo, hi = int(win.start[0]), int(win.end[-1])
+    captured = capture_note(trace, lo, hi)
+    if captured is not None:
+        warnings.append(captured)
     inside = (ev.start < hi) & (ev.start + ev.dur > lo)
     work = ev.is_device & inside & np.isin(dev_t, [0, 1, 2])
     kind = "gpu" if work.any() else "cpu"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tracescale.classify.blocking import CAPTURE_NOTE
 from tracescale.findings.common import Finding, mean_step, top_ops
 from tracescale.report.fmt import secs
 
@@ -44,13 +45,31 @@ def setup_call(run: dict[str, Any]) -> tuple[str, str, float] | None:
     return best
 
 
+def _capture_finding(run: dict[str, Any], unit: Any) -> list[tuple[float, Finding]]:
+    """The run's steps capture CUDA graphs (classify's warning): its host time is capture."""
+    note = next((w for w in run.get("warnings") or [] if CAPTURE_NOTE in str(w)), None)
+    step = mean_step(run)
+    host = float(dict(run.get("breakdown_s") or {}).get("host") or 0.0)
+    if note is None or step <= 0 or host < SETUP_SHARE * step:
+        return []
+    text = (
+        f"CUDA graph capture inside the profiled steps: host work takes {secs(host)} per step "
+        f"({host / step:.0%}) at {unit.of(run.get('world_size'))} while graphs are captured "
+        "and kernels compiled, paid once per process (vLLM's and torch.compile's warm-up). "
+        "Profile steps that replay the captured graphs; the levers of this step would be "
+        "about capture, not serving or training."
+    )
+    share = host / step
+    return [(float("inf"), Finding(text=text, category="host", value=share, kind="setup"))]
+
+
 def setup_finding(runs: list[dict[str, Any]], unit: Any) -> list[tuple[float, Finding]]:
     """The set-up finding of the largest run, scored above every lever (it says the levers
     measured set-up), or nothing."""
     last = runs[-1]
     found = setup_call(last)
     if found is None:
-        return []
+        return _capture_finding(last, unit)
     cat, call, seconds = found
     share = seconds / mean_step(last)
     text = (
