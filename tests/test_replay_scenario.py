@@ -17,7 +17,7 @@ from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.replay.graph.build import KIND_NAMES, build_graph
-from tracescale.replay.scenario import unreplayable
+from tracescale.replay.scenario import node_categories, unreplayable
 
 
 def test_each_node_gets_the_category_classify_gives_its_time(tmp_path: Path) -> None:
@@ -41,15 +41,17 @@ def test_each_node_gets_the_category_classify_gives_its_time(tmp_path: Path) -> 
         ("gap", loader, 5, "dataloader"),
         ("gap", "gap:aten::stack", 20, "dataloader"),  # nested in the loader: its time
         ("gap", loader, 5, "dataloader"),
-        ("gap", "gap:ProfilerStep", 1, "host"),
+        ("gap", "gap:ProfilerStep", 1, "idle"),  # nothing traced: idle, as classify has it
         ("call", "call:cudaLaunchKernel", 0, "host"),
-        ("gap", "gap:ProfilerStep", 4, "host"),
+        ("gap", "gap:ProfilerStep", 4, "idle"),
         ("sync", "call:cudaStreamSynchronize", 35, "sync"),
         ("gap", "gap:reduce_metrics", 20, "reduction"),
-        ("gap", "gap:ProfilerStep", 10, "host"),
-        ("gap", "gap:", 100, "host"),  # between the steps
+        ("gap", "gap:ProfilerStep", 10, "idle"),
+        ("gap", "gap:", 100, "idle"),  # between the steps
         ("device", "kernel:gemm", 38, "compute"),
     ]
+    # after the sync returns, until the next launch: sync for the what-ifs, as classify has it
+    assert CATEGORIES[int(node_categories(g)[first][8])] == "sync"
 
 
 def test_factors_the_graph_cannot_express_are_refused() -> None:

@@ -70,7 +70,8 @@ def node_categories(g: Graph) -> np.ndarray:
     last = np.maximum.accumulate(np.concatenate([[-1], at[:-1]]))
     after_sync = (last >= 0) & is_sync[np.clip(last, 0, None)]
     host = CATEGORIES.index("host")
-    mark = after_sync & ~resets & (g.kind[main] == GAP) & (cat[main] == host)
+    untraced = (cat[main] == host) | (cat[main] == CATEGORIES.index("idle"))
+    mark = after_sync & ~resets & (g.kind[main] == GAP) & untraced
     cat[main[mark]] = CATEGORIES.index("sync")
     return cat
 
