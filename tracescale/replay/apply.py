@@ -86,10 +86,13 @@ def _update(
     base: tuple[float, float, float],
     base_n: int,
     mode: str,
+    *,
+    categories: bool = True,
 ) -> None:
     """One projection (or curve point) as the replay gives it: step, speedup, intervals and
     the replayed step's categories; the closed form's step and breakdown stay beside them as
-    labelled cross-check fields (``closed_form_*``), never printed."""
+    labelled cross-check fields (``closed_form_*``), never printed. ``categories`` False (the
+    dense curve, which nothing draws by category): no breakdown, one replay fewer per point."""
     n = int(p["world_size"])
     t_base, base_lo, base_hi = base
     pt = study.project(n)
@@ -102,12 +105,13 @@ def _update(
     p["ci90"] = [pt.ci90[0], pt.ci90[1]]
     p["speedup_ci90"] = [_speedup(base_lo, pt.ci90[1], base_n, n, mode),
                          _speedup(base_hi, pt.ci90[0], base_n, n, mode)]  # fmt: skip
-    p["closed_form_breakdown_s"] = dict(p["breakdown_s"])
-    dur, pre, _ = study.split_durations(n)
-    bd = replayed_breakdown(study.base.graph, dur, pre, study.base.kept)
-    total = sum(bd.values())
-    if total > 0:  # the replayed step's categories, at the projection's step time
-        p["breakdown_s"] = {c: v * t / total for c, v in bd.items()}
+    p["closed_form_breakdown_s"] = dict(p.pop("breakdown_s", {}))
+    if categories:
+        dur, pre, _ = study.split_durations(n)
+        bd = replayed_breakdown(study.base.graph, dur, pre, study.base.kept)
+        total = sum(bd.values())
+        # the replayed step's categories, at the projection's step time
+        p["breakdown_s"] = {c: v * t / total if total > 0 else 0.0 for c, v in bd.items()}
     p["rank_to_rank_variability_s"] = pt.variability_s
 
 
@@ -247,7 +251,7 @@ def apply_replay(
     base = (t_base, *_base_interval(study, t_base, base_n))
     for key in ("projections", "curve"):
         for p in scaling.get(key, []):
-            _update(p, study, base, base_n, mode)
+            _update(p, study, base, base_n, mode, categories=key == "projections")
     for entry in scaling.get("what_if", []):
         _replay_scenario(entry, study, base_n, mode)
     targets = [int(p["world_size"]) for p in scaling.get("projections", [])]

@@ -322,7 +322,8 @@ def _projection_from(p: Projection, d: Mapping[str, Any]) -> Projection:
         efficiency=float(d["efficiency"]),
         ci90=(float(d["ci90"][0]), float(d["ci90"][1])),
         speedup_ci90=(float(d["speedup_ci90"][0]), float(d["speedup_ci90"][1])),
-        breakdown_s={str(k): float(v) for k, v in d["breakdown_s"].items()},
+        # the dense curve has no categories (nothing draws them)
+        breakdown_s={str(k): float(v) for k, v in dict(d.get("breakdown_s") or {}).items()},
     )
 
 
