@@ -28,7 +28,7 @@ from tracescale.parallel.tasks import RankTask, TaskError
 from tracescale.preflight import Prepared, fail_on_rejected, parse_steps, prepare, store_document
 from tracescale.runs import run_groups, run_to_dict, select_steps, step_rows
 from tracescale.scaling import analyze_scaling
-from tracescale.scaling.result import synced_with
+from tracescale.scaling.result import ScalingResult, synced_with
 from tracescale.study import Study, TypedParts, make_document
 
 __all__ = [
@@ -149,13 +149,21 @@ def _replay(
         meshes_into_runs(run_dicts, sdict)
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     else:
-        why = "no replay of the largest run and another"
-        sdict["projections_source"] = "closed_form"
-        sdict["projections_source_reason"] = why
-        for entry in sdict.get("what_if", []):
-            entry.setdefault("projections_source", "closed_form")
-            entry.setdefault("projections_source_reason", why)
+        _mark_closed_form(sdict, NO_REPLAY)
     return notes
+
+
+NO_REPLAY = "no replay of the largest run and another"
+
+
+def _mark_closed_form(sdict: dict[str, Any], why: str) -> None:
+    """Say in the scaling document (and each what-if) that its projections are the closed
+    form's, and why."""
+    sdict["projections_source"] = "closed_form"
+    sdict["projections_source_reason"] = why
+    for entry in sdict.get("what_if", []):
+        entry.setdefault("projections_source", "closed_form")
+        entry.setdefault("projections_source_reason", why)
 
 
 def analyze_study(
@@ -189,14 +197,29 @@ def analyze_study(
     if different and strict:
         raise InvalidTraceError(f"{different[0]} (--strict)", path=spec.path)
     warnings.extend(different)
-    scaling = analyze_scaling(
-        runs, mode=mode, project=project, what_if=what_if, assumptions=assumptions
-    )
+
+    def closed_form(intervals: bool) -> ScalingResult:
+        return analyze_scaling(
+            runs,
+            mode=mode,
+            project=project,
+            what_if=what_if,
+            assumptions=assumptions,
+            closed_form_intervals=intervals,
+        )
+
+    # With a replay the intervals are the replay's: the closed form's bootstrap runs only
+    # where its intervals are printed (weak scaling's share, or no replay after all).
+    scaling = closed_form(replay is None)
     sdict = scaling.to_dict()
     run_dicts = [run_to_dict(r, rows=False) for r in runs]
     attach_laws(run_dicts, scaling.mode)  # before the replay: it replays the flagged top ops
     if replay is not None:
         warnings.extend(_replay(spec, results, runs, run_dicts, sdict, replay, steps))
+        if sdict.get("projections_source") != "replay" and scaling.n_boot == 0:
+            scaling = closed_form(True)
+            sdict = scaling.to_dict()
+            _mark_closed_form(sdict, NO_REPLAY)
         scaling = synced_with(scaling, sdict)
     for run, rd in zip(runs, run_dicts, strict=True):  # after the replay: not both at its peak
         rd["step_rows"] = step_rows(run)

@@ -220,7 +220,9 @@ def _headline_serial(
     lo = _clamp(t_inf[1] / t1[2]) if t1[2] > 0 else 0.0
     hi = _clamp(t_inf[2] / t1[1]) if t1[1] > 0 else 1.0
     sf["closed_form_total"] = closed_f
-    sf["closed_form_ci90"] = sf.get("ci90")
+    # no closed-form bootstrap where the replay gives the interval (``replicates`` 0)
+    boot = scaling.get("bootstrap") or {}
+    sf["closed_form_ci90"] = sf.get("ci90") if boot.get("replicates", 1) else None
     sf["closed_form_by_category"] = dict(sf.get("by_category", {}))
     sf["closed_form_note"] = (
         "cross-check only: sum_c a_c / T(1) of the per-category a + b/N fits; the serial "

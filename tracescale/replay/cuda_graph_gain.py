@@ -89,9 +89,7 @@ def graph_captured(study: ReplayStudy) -> tuple[ReplayStudy, int, int]:
         new_base = dataclasses.replace(
             new_base, delay_excess=base.delay_excess * keep[base.delay_node]
         )
-    out = dataclasses.replace(
-        study, runs=(*study.runs[:-1], new_base), _points={}, _cache={}, _parts={}
-    )
+    out = dataclasses.replace(study, runs=(*study.runs[:-1], new_base))
     return out, cost, gap
 
 

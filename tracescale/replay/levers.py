@@ -114,7 +114,7 @@ def _without_bubble(study: ReplayStudy, n: int) -> ReplayStudy | None:
     dur[nodes] = np.round(dur[nodes] * keep).astype(np.int64)
     graph = dataclasses.replace(base.graph, dur=dur)
     new_base = dataclasses.replace(base, graph=graph, coll=coll)
-    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base), _points={}, _cache={})
+    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base))
 
 
 def _parallel_law(law: Law) -> Law | None:
@@ -155,9 +155,7 @@ def _compute_parallel(study: ReplayStudy) -> ReplayStudy | None:
     dur = g.dur.copy()
     dur[comp] = np.round(dur[comp] * factor[g.group[comp]]).astype(np.int64)
     new_base = dataclasses.replace(base, graph=dataclasses.replace(g, dur=dur))
-    return dataclasses.replace(
-        study, runs=(*study.runs[:-1], new_base), laws=laws, _points={}, _cache={}
-    )
+    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base), laws=laws)
 
 
 def _without_group(study: ReplayStudy, group: str) -> ReplayStudy | None:
@@ -181,7 +179,7 @@ def _without_group(study: ReplayStudy, group: str) -> ReplayStudy | None:
         if len(base.delay_node)
         else base.delay_excess,
     )
-    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base), _points={}, _cache={})
+    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base))
 
 
 def op_group(category: str, name: str) -> str:

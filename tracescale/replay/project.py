@@ -81,17 +81,26 @@ class ReplayStudy:
     #: |projected - measured| / measured at the largest N, projecting from the runs below it
     validation_error: float = 0.0
     _points: dict[tuple[int, int], ReplayPoint] = field(
-        default_factory=dict, compare=False, repr=False
+        default_factory=dict, init=False, compare=False, repr=False
     )
     #: Per-rank host delays pooled over the runs (the slowest of N ranks draws from them)
     delays: DelayModel | None = None
     _cache: dict[tuple[int, int, int, float, float], tuple[float, float, float]] = field(
-        default_factory=dict, compare=False, repr=False
+        default_factory=dict, init=False, compare=False, repr=False
     )
-    _parts: dict[int, dict[str, float]] = field(default_factory=dict, compare=False, repr=False)
+    _parts: dict[int, dict[str, float]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     #: The pipeline p2p nodes' time per step (``laws.p2p``); None without such nodes
     p2p: Law | None = None
-    _tail: list[npt.NDArray[np.bool_]] = field(default_factory=list, compare=False, repr=False)
+    _tail: list[npt.NDArray[np.bool_]] = field(
+        default_factory=list, init=False, compare=False, repr=False
+    )
+    #: ``split_durations`` and ``replayed_steps`` by their arguments: a projection, its
+    #: interval ends, the levers and the breakdown ask for the same world sizes many times
+    _memo: dict[tuple[Any, ...], Any] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     #: Each measured run's parallelism mesh, read from the groups the size laws read
     mesh: Mesh = field(default_factory=lambda: Mesh((), ()))
 
@@ -113,13 +122,21 @@ class ReplayStudy:
         tail's uncertainty) instead of its point estimate; ``comm_end``: -1/+1 every
         collective's alpha-beta at the low/high end of its latency's range."""
         dur, pre, var = self.split_durations(n, alt, infinite, comm_end, tail_alt)
-        return dur + pre, var
+        out: F64 = dur + pre
+        return out, var
 
     def replayed_steps(self, n: int, **how: Any) -> F64:
         """The kept steps replayed at ``n`` (``how``: :meth:`split_durations`' options), each
         collective's wait for the slowest rank absorbed where its stream is busy longer."""
-        dur, pre, _ = self.split_durations(n, **how)
-        return replay(self.base.graph, dur, pre).step_time[self.base.kept]
+        key = ("steps", n, *sorted(how.items()))
+        got = self._memo.get(key)
+        if got is None:
+            dur, pre, _ = self.split_durations(n, **how)
+            got = replay(self.base.graph, dur, pre).step_time[self.base.kept]
+            got.flags.writeable = False
+            self._memo[key] = got
+        out: F64 = got
+        return out
 
     def split_durations(
         self,
@@ -130,7 +147,20 @@ class ReplayStudy:
         tail_alt: int = 0,
     ) -> tuple[F64, F64, float]:
         """:meth:`durations` with each collective's wait for the slowest rank apart: (node
-        durations, waits before them, variability per step)."""
+        durations, waits before them, variability per step); read-only arrays."""
+        key = ("split", n, alt, infinite, comm_end, tail_alt)
+        got = self._memo.get(key)
+        if got is None:
+            got = self._split_durations(n, alt, infinite, comm_end, tail_alt)
+            got[0].flags.writeable = False
+            got[1].flags.writeable = False
+            self._memo[key] = got
+        out: tuple[F64, F64, float] = got
+        return out
+
+    def _split_durations(
+        self, n: int, alt: bool, infinite: bool, comm_end: int, tail_alt: int
+    ) -> tuple[F64, F64, float]:
         base = self.base
         g = base.graph
         ref = base.world_size

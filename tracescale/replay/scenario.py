@@ -159,6 +159,4 @@ def scenario_study(study: ReplayStudy, factors: Mapping[str, float]) -> ReplaySt
         study,
         runs=(*study.runs[:-1], new_base),
         delays=_scaled_delays(study.delays, _delay_factor(study, per_category)),
-        _points={},
-        _cache={},
     )

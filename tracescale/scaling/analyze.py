@@ -234,6 +234,7 @@ def analyze_scaling(
     assumptions: Mapping[str, str] | None = None,
     seed: int = 0,
     n_boot: int = 200,
+    closed_form_intervals: bool = True,
 ) -> ScalingResult:
     """Fit how each category scales over the runs of one study and project to new N.
 
@@ -242,6 +243,10 @@ def analyze_scaling(
     per entry, plus all together when there are several. ``assumptions``: category ->
     ``serial``/``parallel``, used for single-run studies and the weak-mode serial share.
     Deterministic for a given ``seed``.
+
+    ``closed_form_intervals=False``: a strong-scaling study whose intervals the replay will
+    give skips the closed form's bootstrap (``bootstrap.replicates`` is 0 and its intervals
+    are points); weak scaling keeps it, its serial share's interval is the closed form's.
     """
     _check(runs, what_if, assumptions)
     runs = sorted(runs, key=lambda r: r.world_size)
@@ -260,6 +265,8 @@ def analyze_scaling(
     curve_n = sorted({2**k for k in range(0, int(np.log2(max(targets))) + 1)} | {*targets})
     curve_n = sorted(set(curve_n) | {a.world_size for a in aggs})
     grid = np.asarray(curve_n, dtype=np.float64)
+    if not closed_form_intervals and mode_ == "strong":
+        n_boot = 0
 
     def scenario(
         scale: Mapping[str, float] | None, m: StudyModel, aa: list[RunAgg], k: int

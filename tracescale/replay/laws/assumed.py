@@ -50,4 +50,4 @@ def assumed_study(study: ReplayStudy, mode: str, assumptions: Mapping[str, str])
             laws[name] = Law("b/N", (t * n,), "b/N", (t * n,), 0.0)
         else:
             laws[name] = Law("a", (t,), "a", (t,), 0.0)
-    return dataclasses.replace(study, laws=laws, _points={}, _cache={}, _parts={})
+    return dataclasses.replace(study, laws=laws)

@@ -49,6 +49,15 @@ def _value(form: str, coef: F64, n: F64) -> F64:
     return np.asarray(_design(form, n) @ coef, dtype=np.float64)
 
 
+def _scalar(form: str, coef: Sequence[float], n: float) -> float:
+    """``_value`` at one N, in plain arithmetic (a projection asks thousands of times)."""
+    if form == "a":
+        return float(coef[0])
+    if form == "b/N":
+        return float(coef[0]) / n
+    return float(coef[0]) + float(coef[1]) / n
+
+
 @dataclass(frozen=True)
 class Law:
     """A fitted law and its runner-up; ``ratio`` scales a duration measured at ``ref_n``."""
@@ -61,7 +70,7 @@ class Law:
 
     def value(self, n: float, alt: bool = False) -> float:
         form, coef = (self.alt_form, self.alt_coef) if alt else (self.form, self.coef)
-        return float(_value(form, np.asarray(coef), np.asarray([float(n)]))[0])
+        return _scalar(form, coef, float(n))
 
     def ratio(self, n: float, ref_n: float, alt: bool = False) -> float:
         ref = self.value(ref_n, alt)
