@@ -15,13 +15,12 @@ import numpy as np
 import pytest
 
 import tests.independent.gen as gen
-import tracescale.replay.project as project
 from tests.independent.gen import PATTERNS, _p, build_study
 from tests.independent.hsdp import hsdp
 from tests.independent.pipeline import PipePattern
 from tests.independent.pipeline import build_study as build_pipeline
 from tests.independent.variants import VARIANTS
-from tracescale.api import analyze
+from tests.replay_capture import analyze_keeping_replay
 from tracescale.cli.inspect import inspect_path
 from tracescale.replay.graph.device import counted_launch_lags
 from tracescale.replay.links.mesh import meshes_into_runs
@@ -35,23 +34,7 @@ def _dim(dimension: str, group: str, size: int, colls: list[str], spans: bool, g
             "size_inferred": inferred}  # fmt: skip
 
 
-def _analyze(where: Path, targets: list[int]) -> tuple[dict[str, Any], project.ReplayStudy]:
-    """The study entry and its fitted replay (the last fit: the first is its validation)."""
-    got: list[project.ReplayStudy] = []
-    fit = project.fit_replay
-
-    def keep(*a: Any, **k: Any) -> project.ReplayStudy:
-        s = fit(*a, **k)
-        got.append(s)
-        return s
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(project, "fit_replay", keep)
-    try:
-        entry = analyze(where, project=targets, jobs=1, no_cache=True).studies[0]
-    finally:
-        mp.undo()
-    return entry, got[-1]
+_analyze = analyze_keeping_replay
 
 
 def _study(tmp: pytest.TempPathFactory, name: str, p: Any) -> tuple[dict[str, Any], Any, Path]:

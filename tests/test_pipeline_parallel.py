@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import tracescale.replay.project as project
 from tests.independent.pipeline import PipePattern, build_study, one_f_one_b
 from tests.independent.targets import assert_meets_targets
-from tracescale.api import analyze
+from tests.replay_capture import analyze_keeping_replay
 from tracescale.replay.laws.nodes import fit_law
 from tracescale.replay.laws.p2p import p2p_law, p2p_rows
 from tracescale.replay.serial_parts import BUBBLE
@@ -34,21 +33,8 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any
     """(study entry, truth, the fitted ReplayStudy), built and analyzed once."""
     where = tmp_path_factory.mktemp("pp")
     truth = build_study(SMALL, str(where))
-    got: list[project.ReplayStudy] = []
-    fit = project.fit_replay
-
-    def keep(*a: Any, **k: Any) -> project.ReplayStudy:
-        s = fit(*a, **k)
-        got.append(s)
-        return s
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(project, "fit_replay", keep)
-    try:
-        entry = analyze(where, project=list(SMALL.targets), jobs=1, no_cache=True).studies[0]
-    finally:
-        mp.undo()
-    return entry, truth, got[-1]  # the last fit is the study's (the first its validation)
+    entry, replayed = analyze_keeping_replay(where, list(SMALL.targets))
+    return entry, truth, replayed
 
 
 def test_pipeline_projection_meets_targets(study: tuple[dict[str, Any], Any, Any]) -> None:

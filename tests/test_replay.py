@@ -262,3 +262,19 @@ def test_a_step_mostly_waiting_for_the_slowest_rank_is_flagged() -> None:
     projections[0]["rank_to_rank_variability_s"] = 0.002
     assert straggler_warning(projections, delays) is None
     assert straggler_warning(projections[:1], None) is None
+
+
+def test_jitter_max_scales_the_remembered_maximum_only_without_systematic_offsets() -> None:
+    from tracescale.replay.uncertainty.variability import OffsetPool, expected_max_of
+
+    rank = np.array([0, 1, 2, 0, 1, 2], dtype=np.int64)
+    rest = np.array([-2.0, 1.0, 1.0, 0.5, -1.5, 1.0]) * 1e-3
+    pool = OffsetPool(rank, np.zeros(6), np.zeros(6), rest)
+    zero = np.zeros(3)
+    for n, s in [(4, 1.0), (4, 0.5), (16, 3.0), (4, 0.0)]:
+        assert pool.jitter_max(zero, n, s) == pytest.approx(expected_max_of(zero, rest * s, n))
+    assert sorted(pool._unit_max) == [4, 16]  # one value per n serves every scale
+    late = np.array([0.0, 0.0, 2e-3])  # rank 2 late every step: no longer linear in the scale
+    want = expected_max_of(late, rest * 0.5, 4)
+    assert pool.jitter_max(late, 4, 0.5) == pytest.approx(want)
+    assert want != pytest.approx(0.5 * expected_max_of(late, rest, 4))

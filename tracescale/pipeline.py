@@ -86,9 +86,9 @@ def _replay(
     from tracescale.findings.levers import op_candidates
     from tracescale.replay.apply import apply_replay, default_gpus_per_node
     from tracescale.replay.engine.run import replay_run, representative_rank
+    from tracescale.replay.fit import fit_replay
     from tracescale.replay.levers import op_group
     from tracescale.replay.links.mesh import meshes_into_runs
-    from tracescale.replay.project import fit_replay
 
     rules = load_rules(opts.rules)
     ops = [op_group(cat, str(e["name"])) for cat, e in op_candidates(run_dicts[-1])]

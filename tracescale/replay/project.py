@@ -17,28 +17,23 @@ runner-up law (model-form spread) and by the laws' cross-validated error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.replay.engine.cycles import bootstrap_mean, weighted_mean
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, GAP
-from tracescale.replay.laws.kernel_pools import varying_kernel_laws
-from tracescale.replay.laws.nodes import CONSTANT, Law, fit_law
-from tracescale.replay.laws.p2p import fit_p2p_law, fixed_tail, p2p_rows
-from tracescale.replay.laws.work_scales import pooled_delays, work_scales
-from tracescale.replay.links.links import CommModel, fit_comm
-from tracescale.replay.links.mesh import Mesh, run_meshes
-from tracescale.replay.links.tiers import same_tiers
+from tracescale.replay.laws.nodes import CONSTANT, Law
+from tracescale.replay.laws.p2p import fixed_tail, p2p_rows
+from tracescale.replay.laws.work_scales import work_scales
+from tracescale.replay.links.links import CommModel
+from tracescale.replay.links.mesh import Mesh
 from tracescale.replay.links.tiers import tier_warning as tier_warning
-from tracescale.replay.links.topology import group_roles
 from tracescale.replay.serial_parts import (
     BUBBLE,
     by_cause,
@@ -182,33 +177,32 @@ class ReplayStudy:
         c = base.coll
         if len(c):
             host_scale, dev_scale = self._work_scales(n, alt)
-            nodes = c["node"].to_numpy()
+            cols = self._coll_columns()
+            nodes = cols["node"]
             new = np.empty(len(c))
             waits = np.zeros(len(c))
-            p2p = p2p_rows(c)
-            for i, row in enumerate(c.itertuples(index=False)):
-                if p2p[i]:  # the pipeline's dependency: its own law, no slowest-rank wait
-                    law = self.p2p or CONSTANT
-                    r = law.ratio(1e12 if infinite else n, ref, alt)
-                    new[i] = (float(row.transfer) + float(row.wait)) * r
+            p2p_law = self.p2p or CONSTANT
+            for i, row in enumerate(cols["rows"]):
+                kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest = row
+                if cols["p2p"][i]:  # the pipeline's dependency: its own law, no slowest-rank wait
+                    r = p2p_law.ratio(1e12 if infinite else n, ref, alt)
+                    new[i] = (transfer + wait) * r
                     continue
                 if infinite:  # transfers vanish; a wait for a rank late every step stays
-                    new[i] = systematic_wait(base.offsets, row)
+                    new[i] = systematic_wait(base.offsets, position, group, wait, systematic)
                     continue
-                args = (str(row.collective), str(row.algo), float(row.bytes), float(row.group))
-                pg = str(getattr(row, "pg", ""))
+                args = (kind, algo, size_b, group)
                 model_ref = self.comm.transfer(*args, ref, ref, comm_end, pg)
                 model_n = self.comm.transfer(*args, ref, n, comm_end, pg)
-                tr = float(row.transfer)
-                t = tr * model_n / model_ref if model_ref > 0 else model_n
-                w = float(row.wait)
-                if int(row.group) > 1 and int(row.position) in base.offsets:
+                t = transfer * model_n / model_ref if model_ref > 0 else model_n
+                w = wait
+                if int(group) > 1 and position in base.offsets:
                     # the other reading: the whole spread is jitter of the device work
                     hs = dev_scale if alt else host_scale
-                    size = self.comm.group_at(float(row.group), pg, ref, n)
-                    terms = self._wait_terms(int(row.position), n, size, hs, dev_scale)
+                    size = self.comm.group_at(group, pg, ref, n)
+                    terms = self._wait_terms(position, n, size, hs, dev_scale)
                     late = terms[tail_alt + 1]
-                    w = max(late - float(row.systematic) - float(row.rest) * dev_scale, 0.0)
+                    w = max(late - systematic - rest * dev_scale, 0.0)
                     w = w if size > 1 else 0.0  # a group of one waits for no one
                 var_total += w
                 new[i] = t
@@ -246,7 +240,12 @@ class ReplayStudy:
         # A step's host delay is waited for once: at the first collective it reaches. The
         # representative rank then runs as late as the slowest rank, so later collectives
         # draw only the device jitter (their measured offsets still echo the same delay).
-        first = first_reached(self._offsets(), self.delays, host_scale, dev_scale)
+        first_key = ("first", round(host_scale, 9), round(dev_scale, 9))
+        if first_key not in self._memo:
+            self._memo[first_key] = first_reached(
+                self._offsets(), self.delays, host_scale, dev_scale
+            )
+        first = self._memo[first_key]
         delays = self.delays if position == first else None
         if delays is None:
             n = max(1, min(n, round(group)))
@@ -261,9 +260,39 @@ class ReplayStudy:
 
     def _offsets(self) -> dict[int, Any]:
         """The base run's arrival offsets without the p2p positions (no slowest-rank wait)."""
-        c = self.base.coll
-        skip = set(c["position"].to_numpy()[p2p_rows(c)].tolist()) if len(c) else set()
-        return {k: v for k, v in self.base.offsets.items() if k not in skip}
+        got = self._memo.get(("offsets",))
+        if got is None:
+            c = self.base.coll
+            skip = set(c["position"].to_numpy()[p2p_rows(c)].tolist()) if len(c) else set()
+            got = {k: v for k, v in self.base.offsets.items() if k not in skip}
+            self._memo[("offsets",)] = got
+        out: dict[int, Any] = got
+        return out
+
+    def _coll_columns(self) -> dict[str, Any]:
+        """The base run's collective table as plain Python rows (read once per study: every
+        projected N walks it, and frame access per row cost more than the replay)."""
+        got = self._memo.get(("coll",))
+        if got is None:
+            c = self.base.coll
+            pg = c["pg"].astype(str).tolist() if "pg" in c else [""] * len(c)
+            fields = zip(
+                c["collective"].astype(str).tolist(),
+                c["algo"].astype(str).tolist(),
+                c["bytes"].astype(float).tolist(),
+                c["group"].astype(float).tolist(),
+                pg,
+                c["position"].astype(int).tolist(),
+                c["transfer"].astype(float).tolist(),
+                c["wait"].astype(float).tolist(),
+                c["systematic"].astype(float).tolist(),
+                c["rest"].astype(float).tolist(),
+                strict=True,
+            )
+            got = {"node": c["node"].to_numpy(), "p2p": p2p_rows(c).tolist(), "rows": list(fields)}
+            self._memo[("coll",)] = got
+        out: dict[str, Any] = got
+        return out
 
     def project(self, n: int, seed: int = 0) -> ReplayPoint:
         """Projected step at ``n`` ranks with its interval (cached: the curve repeats targets)."""
@@ -352,79 +381,3 @@ class ReplayStudy:
         t = weighted_mean(steps, w)
         lo, hi = bootstrap_mean(steps, seed, t, self.base.strata, w)
         return t, min(lo, t_alt, t), max(hi, t_alt, t)
-
-
-def fit_replay(
-    runs: Sequence[RunReplay],
-    *,
-    gpus_per_node: int | None = None,
-    inter_bandwidth: float | None = None,
-    inter_latency: float | None = None,
-    validate: bool = True,
-) -> ReplayStudy:
-    """Laws per node group and the communication model from runs sorted by world size.
-
-    ``validate``: also project the next-largest run's graph to the largest N with laws fitted
-    without it, and keep the relative miss as ``validation_error`` (it widens the intervals).
-    """
-    runs = tuple(sorted(runs, key=lambda r: r.world_size))
-    names = set().union(*(r.group_time for r in runs))
-    laws: dict[str, Law] = {}
-    for name in names:
-        scale = name.startswith("kernel:")
-        pts = [
-            (r.world_size, r.group_time[name] / (r.device_factor if scale else 1.0))
-            for r in runs
-            if name in r.group_time
-        ]
-        laws[name] = fit_law([p[0] for p in pts], [p[1] for p in pts])
-    laws.update(
-        varying_kernel_laws(
-            [r.world_size for r in runs], [r.kernels for r in runs], [r.device_factor for r in runs]
-        )
-    )
-    # p2p nodes hold the pipeline's waits, not a transfer: no link is fitted on them
-    frames = [
-        r.coll[~p2p_rows(r.coll)].assign(world_size=r.world_size) for r in runs if len(r.coll)
-    ]
-    inst = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame(
-            columns=["world_size", "collective", "algo", "bytes", "group", "transfer"]
-        )
-    )
-    comm = fit_comm(inst, gpus_per_node, inter_bandwidth, inter_latency)
-    pipeline = {  # every run, with its send/recv groups (a pipeline's)
-        r.world_size: sorted(set(r.coll["pg"].astype(str)[p2p_rows(r.coll)]))
-        if len(r.coll) and "pg" in r.coll
-        else []
-        for r in runs
-    }
-    mesh = run_meshes(inst, group_roles(inst, gpus_per_node), pipeline, gpus_per_node)
-    delays = pooled_delays(runs, laws)
-    warnings: list[str] = []
-    validation = 0.0
-    if validate and len(runs) >= 3 and same_tiers(runs, gpus_per_node):
-        sub = fit_replay(
-            runs[:-1],
-            gpus_per_node=gpus_per_node,
-            inter_bandwidth=inter_bandwidth,
-            inter_latency=inter_latency,
-            validate=False,
-        )
-        top = runs[-1]
-        measured = float(np.nanmean(top.measured)) if np.isfinite(top.measured).any() else 0.0
-        if measured > 0:
-            got = sub.project(top.world_size).step_time_s
-            validation = abs(got - measured) / measured
-    return ReplayStudy(
-        runs=runs,
-        laws=laws,
-        comm=comm,
-        warnings=tuple(warnings),
-        validation_error=validation,
-        delays=delays,
-        p2p=fit_p2p_law(runs),
-        mesh=mesh,
-    )

@@ -38,17 +38,20 @@ _DEVICE = ("compute", "memcpy", "communication")
 _HOST = ("dataloader", "sync", "reduction", "communication")
 
 
-def systematic_wait(offsets: Mapping[int, OffsetPool], row: Any) -> float:
-    """A collective's wait at infinite N (``row``: the run's ``coll`` row): the wait for a rank
-    that arrives late at it in every step, its systematic offset over this rank's (single-rank
-    work such as rank 0's reduction, which does not shrink). Random lateness (device jitter,
-    host delays) is an overhead that grows with N, reported at each projected N instead."""
-    pool = offsets.get(int(row.position)) if int(row.group) > 1 else None
+def systematic_wait(
+    offsets: Mapping[int, OffsetPool], position: int, group: float, wait: float, own: float
+) -> float:
+    """A collective's wait at infinite N (its ``position`` in the step, ``group`` size, measured
+    ``wait`` and this rank's own systematic offset ``own``): the wait for a rank that arrives
+    late at it in every step, its systematic offset over this rank's (single-rank work such as
+    rank 0's reduction, which does not shrink). Random lateness (device jitter, host delays) is
+    an overhead that grows with N, reported at each projected N instead."""
+    pool = offsets.get(position) if int(group) > 1 else None
     if pool is None:
-        return float(row.wait) if int(row.group) > 1 else 0.0
+        return wait if int(group) > 1 else 0.0
     _, first = np.unique(pool.rank, return_index=True)
     late = float(pool.systematic[first].max()) if len(first) else 0.0
-    return max(late - float(row.systematic), 0.0)
+    return max(late - own, 0.0)
 
 
 def _ns(seconds: F64) -> I64:

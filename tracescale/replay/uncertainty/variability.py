@@ -45,12 +45,25 @@ class OffsetPool:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
+    _unit_max: dict[int, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     def rest_spread(self, dev_scale: float) -> float:
         """Width of the middle 80% of the device jitter at ``dev_scale`` (remembered)."""
         got = self._spreads.get(dev_scale)
         if got is None:
             got = self._spreads[dev_scale] = _spread(self.rest * dev_scale)
         return got
+
+    def jitter_max(self, mu_all: F64, n: int, dev_scale: float) -> float:
+        """:func:`expected_max_of` over the device jitter at ``dev_scale``, remembered per ``n``
+        where no rank is systematically late: the slowest of ``n`` draws of ``s * x`` is ``s``
+        times the slowest of ``n`` draws of ``x``, so one value per ``n`` serves every scale."""
+        if dev_scale < 0 or np.any(mu_all):
+            return expected_max_of(mu_all, self.rest * dev_scale, n)
+        got = self._unit_max.get(n)
+        if got is None:
+            got = self._unit_max[n] = expected_max_of(mu_all, self.rest, n)
+        return got * dev_scale
 
     def offsets(self, host_scale: float, dev_scale: float) -> F64:
         out = self.systematic + self.host * host_scale + self.rest * dev_scale
@@ -221,7 +234,7 @@ def lateness(
     b = pool.beta * host_scale
     rest = pool.rest * dev_scale
     if delays is None or not reaches(pool, delays, host_scale, dev_scale):
-        return expected_max_of(mu_all, rest, n)  # the host delay does not reach this collective
+        return pool.jitter_max(mu_all, n, dev_scale)  # the host delay does not reach it
     mu = mu_all[:n]
     vals, counts = np.unique(mu, return_counts=True)
     if n > len(mu):

@@ -119,7 +119,7 @@ class _Launched:
         if j >= len(self.node):
             return
         k = int(np.searchsorted(self.launch, limit, side="left"))
-        end = c["start"] + c["dur"]
+        start, dur = c["start"], c["dur"]
         visible: list[int] = []
         for s in self.index.positions:
             first = self.index.first_from(s, j)
@@ -128,7 +128,8 @@ class _Launched:
             last = self.unawaited_before(k, s, awaited.get(s, {}))
             if last < 0:
                 continue
-            gap = int(c["start"][self.node[first]]) - int(end[self.node[last]])
+            p = self.node[last]
+            gap = int(start[self.node[first]]) - int(start[p]) - int(dur[p])
             if 0 <= gap <= QUEUED_NS:
                 visible.append(s)
         for s in visible or [int(self.stream[j])]:
