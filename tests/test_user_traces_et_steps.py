@@ -63,7 +63,8 @@ def test_an_execution_trace_is_recognized_and_never_a_rank(write_trace, tmp_path
     assert spec.runs[0].world_size == 1 and spec.rejected == ()
     (note,) = [w for w in spec.warnings if "execution trace" in w]
     assert "paired with rank 0 (rank0.json, same pid 4242)" in note
-    assert "dependencies are not used" in note
+    # the tiny ET's nodes carry no record-function ids: nothing to match Kineto's ops with
+    assert "rank0_et.json's data dependencies are not used: its nodes carry no rf_id" in note
     with pytest.raises(InvalidTraceError, match="execution trace"):
         discover(str(et))  # named alone: one line, not a traceback
 
@@ -133,6 +134,8 @@ def test_a_real_execution_trace_pairs_with_its_kineto_trace(torch_pair):
     assert files == [os.path.join(torch_pair, "rank0_kineto.json")]
     (note,) = [w for w in spec.warnings if "execution trace" in w]
     assert "paired with rank 0 (rank0_kineto.json, same pid" in note
+    # one thread (CPU autograd runs on the caller's): none cross threads
+    assert "; 0 data dependencies across threads read from rank0_et.json" in note
 
 
 def serving_trace() -> list[dict]:

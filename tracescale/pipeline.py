@@ -93,8 +93,10 @@ def _replay(
     rules = load_rules(opts.rules)
     ops = [op_group(cat, str(e["name"])) for cat, e in op_candidates(run_dicts[-1])]
     by_rank: dict[tuple[int, int], str] = {}
+    et_of: dict[str, str] = {}
     for run_spec in spec.runs:
         for f in (f for g in run_spec.groups for f in g.files):
+            et_of[f.path] = f.execution_trace
             res = results.get(f.path)
             if isinstance(res, RankResult):
                 by_rank.setdefault((run_spec.world_size, res.rank), f.path)
@@ -119,6 +121,7 @@ def _replay(
                 use_cache=opts.use_cache,
                 own_steps=own,  # pooled repeats: the run's rows of this rank span several files
                 loader=opts.loader,
+                execution_trace=et_of.get(path, ""),
             )
         except TracescaleError as exc:
             notes.append(f"replay of N={run.world_size} unavailable: {exc.message}")

@@ -196,6 +196,8 @@ def run_summary(
             files = [w.meta.path for w in windows] or None
             row = rank_summary(trace, rf, run.world_size, rules, files)
             row["devices"] = len(trace.meta.device_names)
+            if rf.execution_trace:  # paired, dependencies read (discovery's note says so)
+                row["execution_trace"] = {"file": rf.execution_trace, "deps": rf.et_dependencies}
             if groups is not None:
                 groups.extend(group_rows(trace, run.world_size))
             if windows:
@@ -336,6 +338,13 @@ def render_table(doc: list[dict[str, Any]]) -> None:
             if run.get("mesh"):
                 lines.extend(_note_lines([fmt_mesh(run["mesh"])], width, "mesh"))
             lines.extend(_note_lines(_marker_notes(run["ranks"]), width, "step marker"))
+            ets = [
+                (r["rank"], r["execution_trace"]) for r in run["ranks"] if "execution_trace" in r
+            ]
+            et_lines = [
+                f"rank {k}: {os.path.basename(e['file'])}, {e['deps']} dependencies" for k, e in ets
+            ]
+            lines.extend(_note_lines(et_lines, width, "execution trace"))
             lines.extend(_warning_lines(notes, width))
             lines.append(Text(""))
         lines.extend(_note_lines(list(study.get("execution_traces", ())), width, "execution trace"))

@@ -224,6 +224,7 @@ def hta_trace_to_rank_trace(analysis: Any, rank: int) -> RankTrace:
         pg_desc=np.full(len(start), -1, dtype=np.int32),
         rank_start=np.full(len(start), -1, dtype=np.int32),
         rank_stride=np.full(len(start), -1, dtype=np.int32),
+        rf_id=np.full(len(start), -1, dtype=np.int64),
     )
     # by start, the longer first where starts tie: HTA rounds ts to whole µs, which gives a
     # parent and its first child one start, and the thread's nesting reads the parent first

@@ -45,6 +45,7 @@ _INT_ARGS = (
     "rank_start",
     "rank_stride",
     "nbytes",
+    "rf_id",
     "wait_on_stream",
     "wait_on_corr",
 )
@@ -292,6 +293,7 @@ class Builder:
             stream=queue_streams(cat("stream", np.int64), tid, cat_ids, table),
             correlation=cat("correlation", np.int64),
             external_id=np.where(ext >= 0, ext, ext_old),
+            rf_id=cat("rf_id", np.int64),
             coll_name=opt("coll_name"),
             in_nelems=cat("in_nelems", np.int64),
             out_nelems=cat("out_nelems", np.int64),

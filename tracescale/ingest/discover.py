@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from tracescale.errors import InvalidTraceError, NoTracesError, UsageError
 from tracescale.ingest import remote
 from tracescale.ingest.claims import MAX_WORLD_SIZE, check_heads, missing_ranks, size_detail
+from tracescale.ingest.companions import companion_notes, pair_companions, with_companions
 from tracescale.ingest.layout import SeenFiles, holds_traces, unread_note
-from tracescale.ingest.sniff import EXECUTION_TRACE, FileHead, companion_notes, sniff
+from tracescale.ingest.sniff import EXECUTION_TRACE, FileHead, sniff
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,6 +44,12 @@ class RankFile:
     rank: int
     size: int
     rank_from: str  # "distributedInfo", "file name", or "order"
+    #: The PyTorch execution trace paired with this rank whose dependencies the replay reads
+    #: ("" none), its ``size:mtime_ns`` (a rewritten ET changes the study's cache key) and
+    #: how many cross-thread dependencies it gave.
+    execution_trace: str = ""
+    execution_trace_stamp: str = ""
+    et_dependencies: int = 0
 
 
 @dataclass(frozen=True)
@@ -190,10 +197,11 @@ def _study_from_run_folders(study: str, folders: list[str], notes: list[str]) ->
         label = os.path.relpath(folder, study) if folder != study else os.path.basename(folder)
         ws_hint = _ws_from_name(os.path.basename(folder))
         run = _make_run(heads, folder, ws_hint=ws_hint, label=label, rejected=rejected)
-        if run is not None:
-            by_ws.setdefault(run.world_size, []).append(run)
         kept = [(f.path, f.rank) for g in run.groups for f in g.files] if run else []
-        notes.extend(companion_notes(companions, heads, kept))
+        et_notes, paired = pair_companions(companions, heads, kept)
+        notes.extend(et_notes)
+        if run is not None:
+            by_ws.setdefault(run.world_size, []).append(with_companions(run, paired))
     if not by_ws:
         if rejected:
             path, why = rejected[0]

@@ -148,6 +148,7 @@ _INT_ARGS = {
     "Global rank start",
     "Global rank stride",
     "bytes",
+    "Record function id",
     "wait_on_stream",
     "wait_on_cuda_event_record_corr_id",
 }

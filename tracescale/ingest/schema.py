@@ -32,6 +32,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     rank_start: int = msgspec.field(default=-1, name="Global rank start")
     rank_stride: int = msgspec.field(default=-1, name="Global rank stride")
     nbytes: int = msgspec.field(default=-1, name="bytes")
+    # a cpu_op's RecordFunction handle: the ``rf_id`` of its node in an execution trace
+    rf_id: int = msgspec.field(default=-1, name="Record function id")
     wait_on_stream: int = -1
     wait_on_corr: int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")

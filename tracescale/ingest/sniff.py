@@ -5,8 +5,9 @@ enough to group thousands of rank files without parsing any of them.
 
 A PyTorch execution trace (ET: ``"schema": "1.x..."`` then ``"nodes"``, the operator graph
 that Chakra and ET replay read) is often saved beside its Kineto trace. It is never a rank:
-its head says ``kind = "execution_trace"`` and :func:`companion_notes` pairs it with the rank
-file of the same process (pid) or rank, so one run is analyzed and the pair is named.
+its head says ``kind = "execution_trace"`` and :mod:`tracescale.ingest.companions` pairs it
+with the rank file of the same process (pid) or rank, so one run is analyzed and the pair is
+named.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tracescale.errors import InvalidTraceError
@@ -31,7 +31,6 @@ _WS_RE = re.compile(rb'"world_size"\s*:\s*(-?\d+)')
 _ET_RE = re.compile(rb'^\{\s*"schema"\s*:\s*"(\d+\.\d+[^"]{0,60})"')
 _PID_RE = re.compile(rb'"pid"\s*:\s*(\d+)')
 _SNAPSHOT_RE = re.compile(rb'^\{\s*"(segments|device_traces)"\s*:')
-_NAME_RANK_RE = re.compile(r"(?:rank|worker)[-_]?(\d+)|(?:^|[^0-9])(\d+)(?=\D*$)", re.I)
 
 #: ``FileHead.kind`` of a Kineto trace, of a PyTorch execution trace, of any other file.
 KINETO = "kineto"
@@ -55,6 +54,16 @@ class FileHead:
     pids: tuple[int, ...] = ()
     #: An execution trace's ``schema`` string.
     schema: str = ""
+
+
+def stamp(path: str) -> str:
+    """``size:mtime_ns`` of ``path`` (what a cache key holds of an execution trace), "" when
+    it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _head_bytes(path: str) -> bytes:
@@ -143,61 +152,3 @@ def _claimed(digits: bytes) -> int:
     if len(digits.lstrip(b"-0")) <= 19:
         return int(digits)
     return -1 if negative else HUGE_CLAIM
-
-
-def _name_rank(path: str) -> int | None:
-    """The rank a file name states: ``rank3``/``worker3``, else its last number."""
-    base = os.path.basename(path).split(".")[0]
-    m = _NAME_RANK_RE.search(base)
-    if m is None:
-        return None
-    return int(m.group(1) or m.group(2))
-
-
-def pair_companion(et: FileHead, ranks: list[tuple[FileHead, int]]) -> tuple[FileHead, str] | None:
-    """The rank file an execution trace belongs to and why: the same pid, else the same rank
-    in the file name, else the only rank file of the folder; None when none qualifies."""
-    if et.pids:
-        same = [h for h, _ in ranks if et.pids[0] in h.pids]
-        if len(same) == 1:
-            return same[0], f"same pid {et.pids[0]}"
-    want = _name_rank(et.path)
-    if want is not None:
-        same = [h for h, r in ranks if r == want]
-        if len(same) == 1:
-            return same[0], f"same rank {want}"
-    if len(ranks) == 1:
-        return ranks[0][0], "the only rank file beside it"
-    return None
-
-
-def companion_notes(
-    companions: list[FileHead], heads: list[FileHead], files: Iterable[tuple[str, int]]
-) -> list[str]:
-    """One line per execution trace of a run folder: which rank file it pairs with, or that
-    it is left out. ``heads``: the folder's Kineto heads; ``files``: (path, rank) of those the
-    run kept.
-
-    A paired ET is recognized and named; its data dependencies are not read into the replay
-    graph (Kineto's own flows and stream order build it), and the note says so.
-    """
-    rank_of = dict(files)
-    ranks = [(h, rank_of[h.path]) for h in heads if h.path in rank_of]
-    out = []
-    for et in companions:
-        found = pair_companion(et, ranks)
-        name = os.path.basename(et.path)
-        what = f"{ET_NOTE} (schema {et.schema})"
-        if found is None:
-            out.append(
-                f"{et.path}: {what} with no Kineto rank file of the same pid or rank beside "
-                "it: not analyzed"
-            )
-            continue
-        head, why = found
-        rank = next(r for h, r in ranks if h is head)
-        out.append(
-            f"{et.path}: {what} paired with rank {rank} ({os.path.basename(head.path)}, {why}); "
-            f"{name}'s data dependencies are not used (the replay reads Kineto's flows)"
-        )
-    return out

@@ -106,6 +106,7 @@ class EventColumns:
     pg_desc: I32  # "Process Group Description" id (DeviceMesh: "mesh_<dim>"), -1
     rank_start: I32  # "Global rank start": the group's first listed rank, -1
     rank_stride: I32  # "Global rank stride": its members' common difference (0: one rank), -1
+    rf_id: I64  # cpu_op "Record function id" (an execution trace's node rf_id), -1
 
     def __len__(self) -> int:
         return int(self.start.shape[0])

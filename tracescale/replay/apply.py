@@ -373,6 +373,15 @@ def apply_replay(
             ),
             *(
                 [
+                    "an op reading a tensor that an op on another host thread wrote starts "
+                    "after that op ends, as the execution trace paired with the rank records "
+                    f"({study.base.graph.et_waits} dependencies placed as edges)"
+                ]
+                if study.base.graph.et_waits
+                else []
+            ),
+            *(
+                [
                     "process group sizes at N: "
                     + ", ".join(
                         f"group {k} {'grows like N' if v else 'stays as measured'}"

@@ -16,6 +16,11 @@ from tracescale.classify.rank import classify_rank
 from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import RuleSet
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
+from tracescale.ingest.execution_trace import (
+    EtDependencies,
+    ExecutionTraceError,
+    read_dependencies,
+)
 from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
@@ -29,6 +34,7 @@ from tracescale.replay.laws.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.serial_parts import step_categories
 from tracescale.replay.uncertainty.variability import OffsetPool, arrival_offsets, own_delays
 from tracescale.replay.waits.backward_thread import backward_thread_edges
+from tracescale.replay.waits.et_edges import et_edges
 from tracescale.replay.waits.host_collectives import host_collective_edges
 
 F64 = npt.NDArray[np.float64]
@@ -123,6 +129,17 @@ def representative_rank(run: RunBreakdown) -> int:
     return int(waits.idxmin())
 
 
+def _dependencies(path: str) -> EtDependencies | None:
+    """The paired ET's dependencies; None without one or where it no longer reads (discovery
+    read it and warned already)."""
+    if not path:
+        return None
+    try:
+        return read_dependencies(path)
+    except ExecutionTraceError:
+        return None
+
+
 def replay_run(
     run: RunBreakdown,
     path: str,
@@ -135,6 +152,7 @@ def replay_run(
     use_cache: bool = False,
     own_steps: pd.DataFrame | None = None,
     loader: Callable[[str], RankTrace] | None = None,
+    execution_trace: str = "",
 ) -> RunReplay:
     """Build and replay ``rank``'s graph (its trace file ``path`` is read once more, unless
     ``use_cache`` finds the graph under ``cache_dir``, the per-rank results' cache).
@@ -145,7 +163,9 @@ def replay_run(
     run pools repeats (several folders of one world size): the run's rows of ``rank`` then come
     from several files whose step numbers overlap, and the replay must be compared with its own.
     ``loader``: ``path`` -> the rank's trace, where no file holds it (HTA's loaded frames); it is
-    neither read from disk nor cached then.
+    neither read from disk nor cached then. ``execution_trace``: the PyTorch execution trace
+    paired with ``path`` ("" none), whose cross-thread data dependencies become edges
+    (``replay.waits.et_edges``).
     """
     del steps  # the run's rows already carry the selection
     rows = run.steps[run.steps["rank"] == rank] if own_steps is None else own_steps
@@ -164,12 +184,15 @@ def replay_run(
         coll = classify_rank(trace, rules, rank=rank).collectives
         devices = len(trace.meta.device_names)
         return_freed_memory()  # the decoder's and classification's buffers
-        graph = build_graph(trace, find_steps(trace, rules.step_marker), coll, rules)
+        et = _dependencies(execution_trace)
+        graph = build_graph(trace, find_steps(trace, rules.step_marker), coll, rules, et)
         del trace
         return GraphInput(graph, coll, devices)
 
     if use_cache and loader is None:
-        item = cached_graph_input(cache_dir, path, rank, rules.digest, memory_budget, build)
+        item = cached_graph_input(
+            cache_dir, path, rank, rules.digest, memory_budget, build, execution_trace
+        )
     else:
         item = build()
     graph, host_waits = item.graph, 0
@@ -177,6 +200,7 @@ def replay_run(
         graph, host_waits = host_collective_edges(graph)
     # the autograd engine's backward thread: handed over by, and waited for by, the main thread
     graph, backward_waits = backward_thread_edges(graph)
+    graph, _ = et_edges(graph)  # the ET's cross-thread data dependencies (graph.et_waits)
     rep = replay(graph)
     replayed = rep.step_time
     by_step = dict(zip(rows["step"].astype(int).tolist(), rows["duration"].tolist(), strict=True))

@@ -35,6 +35,7 @@ from tracescale.classify.blocking import blocking_copies
 from tracescale.classify.collectives import collective_type
 from tracescale.classify.rules import RuleSet, load_rules
 from tracescale.ingest.devices import XPU_RUNTIME_CATEGORIES, XPU_SYNC_CALLS
+from tracescale.ingest.execution_trace import EtDependencies
 from tracescale.ingest.steps import StepWindows, launch_times
 from tracescale.ingest.trace import RankTrace
 from tracescale.replay.graph.categories import node_categories
@@ -42,6 +43,7 @@ from tracescale.replay.graph.collective_nodes import algo_of as algo_of
 from tracescale.replay.graph.collective_nodes import collective_events, message_bytes
 from tracescale.replay.graph.cuda_graphs import chain_graph_nodes
 from tracescale.replay.graph.device import CorrIndex, counted_launch_lags, device_columns, syncs
+from tracescale.replay.graph.et_pairs import et_pairs
 from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_pieces
 from tracescale.replay.waits.cross_stream import add_joins, cross_stream
 from tracescale.replay.waits.order import forward_order
@@ -113,6 +115,11 @@ class Graph:
     #: (``graph.device``: ready before its end, started 0-5 us after it); the assumptions name
     #: the rule with this count
     held_waits: int = 0
+    #: (producer node, consumer node) per execution-trace dependency found in this trace
+    #: (``graph.et_pairs``); placed as edges after the rule-based waits (``waits.et_edges``)
+    et_pairs: I64 = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
+    #: those edges placed (``waits.et_edges``); the assumptions name the count
+    et_waits: int = 0
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -136,13 +143,19 @@ class _Groups:
 
 
 def build_graph(
-    trace: RankTrace, win: StepWindows, coll: pd.DataFrame, rules: RuleSet | None = None
+    trace: RankTrace,
+    win: StepWindows,
+    coll: pd.DataFrame,
+    rules: RuleSet | None = None,
+    et: EtDependencies | None = None,
 ) -> Graph:
     """The execution graph of ``trace`` over its step windows.
 
     ``coll``: the rank's collective instances as classify found them (``start_ns``/``end_ns``
     absolute, ``collective``, ``seq``, ``group_size``, ``async``). ``rules``: the
     classification rules that give each node its category (the default rules when None).
+    ``et``: the dependencies of the execution trace paired with this rank, kept as node pairs
+    (``Graph.et_pairs``).
     """
     ev = trace.events
     strings = trace.strings
@@ -168,6 +181,7 @@ def build_graph(
     step_first = np.full(len(win), -1, dtype=np.int64)
     step_last = np.full(len(win), -1, dtype=np.int64)
     n_nodes = 0
+    sizes: list[int] = []
     for pid, tid in threads:
         on = host & (ev.pid == pid) & (ev.tid == tid)
         idx = np.flatnonzero(on & leaf)
@@ -192,6 +206,7 @@ def build_graph(
             step_first[:] = n_nodes + first
             step_last[:] = n_nodes + last
         n_nodes += len(p)
+        sizes.append(len(p))
     dev = ev.is_device & ~skip_dev[ev.cat] & in_window & (ev.stream >= 0)
     dev_idx = np.flatnonzero(dev).astype(np.int64)
     del dev, leaf, in_window, host
@@ -248,10 +263,15 @@ def build_graph(
         c["start"], c["dur"], main, threads.index(main), kinds,
     )  # fmt: skip
     graph_node = np.concatenate([graph_node, np.zeros(len(c["kind"]) - n, dtype=np.bool_)])
+    pairs = np.zeros((0, 2), dtype=np.int64)
+    if et is not None:
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        hs = c["start"][:n_host]
+        pairs = et_pairs(trace, et, threads, offsets, hs, hs + c["dur"][:n_host])
     graph = _freeze(
         trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real, graph_node
     )
-    return dataclasses.replace(graph, category=category, inferred_waits=inferred)
+    return dataclasses.replace(graph, category=category, inferred_waits=inferred, et_pairs=pairs)
 
 
 def _host_columns(

@@ -7,8 +7,9 @@ things the replay takes from the trace) is stored beside the per-rank results, i
 format: plain arrays and JSON behind a checksum (:mod:`tracescale.parallel.entry`), never
 pickle. The key is the per-rank key (file path, size, mtime, rules digest, memory budget,
 tracescale version + ingest/classify source hash) extended by the hash of the sources that
-build a graph and by the rank index, so a changed trace, rule, rank choice or graph code is
-a miss. Anything that does not verify is a miss and is rebuilt.
+build a graph and by the rank index, and by the size and mtime of the execution trace paired
+with the rank (its dependencies are in the graph), so a changed trace, ET, rule, rank choice or
+graph code is a miss. Anything that does not verify is a miss and is rebuilt.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from tracescale.categories import CATEGORIES
+from tracescale.ingest.sniff import stamp
 from tracescale.parallel.cache import (
     MAX_ENTRY_BYTES,
     CacheKey,
@@ -47,6 +50,7 @@ from tracescale.parallel.tasks import RankTask
 from tracescale.replay.graph.build import Graph
 
 _KIND = "replay-graph"
+_ET_FIELDS = ("et_producer", "et_consumer")
 _ARRAY_FIELDS = (
     "kind", "res", "start", "dur", "dep", "lag", "dep2", "fixed", "tail", "release",
     "group", "coll", "step", "order", "step_first", "step_last", "step_numbers", "category",
@@ -78,12 +82,20 @@ def _graph_source_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-def graph_key(path: str, rank: int, rules_digest: str, memory_budget: int) -> CacheKey | None:
-    """The cache key of ``rank``'s graph from ``path`` now, or None (file cannot be versioned)."""
+def graph_key(
+    path: str, rank: int, rules_digest: str, memory_budget: int, execution_trace: str = ""
+) -> CacheKey | None:
+    """The cache key of ``rank``'s graph from ``path`` now, or None (file cannot be versioned);
+    ``execution_trace``: the path of the ET paired with the rank, "" none."""
     base = make_key(RankTask(path=path, rank=rank, memory_budget=memory_budget), rules_digest)
     if base is None:
         return None
     version = f"{code_version()}+{_KIND}-{_graph_source_digest()}+rank{rank}"
+    if execution_trace:
+        et = stamp(execution_trace)
+        if not et:
+            return None
+        version += f"+et:{os.path.abspath(execution_trace)}:{et}"
     return dataclasses.replace(base, version=version)
 
 
@@ -93,6 +105,8 @@ def encode_graph(item: GraphInput, key: dict[str, Any]) -> bytes:
     arrays: dict[str, Any] = {
         f: np.ascontiguousarray(getattr(g, f), dtype=np.int64) for f in _ARRAY_FIELDS
     }
+    arrays["et_producer"] = np.ascontiguousarray(g.et_pairs[:, 0], dtype=np.int64)
+    arrays["et_consumer"] = np.ascontiguousarray(g.et_pairs[:, 1], dtype=np.int64)
     frames = {
         "graph.collectives": frame_schema("graph.collectives", g.collectives, arrays),
         "collectives": frame_schema("collectives", item.collectives.reset_index(drop=True), arrays),
@@ -119,7 +133,7 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
     if header.get("kind") != _KIND or header.get("key") != key:
         raise EntryError("not a graph entry for this key")
     arrays = arrays_of(header, payload)
-    if set(arrays) - {f for f in _ARRAY_FIELDS} - _frame_arrays(header):
+    if set(arrays) - {*_ARRAY_FIELDS, *_ET_FIELDS} - _frame_arrays(header):
         raise EntryError("unexpected arrays")
     cols = {f: arrays[f] for f in _ARRAY_FIELDS}
     n = len(cols["kind"])
@@ -141,6 +155,7 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
     if type(held) is not int or held < 0:
         raise EntryError("bad held wait count")
     _check_indices(cols, n, len(groups))
+    pairs = _et_pairs(arrays, n)
     frames = header["frames"]
     graph = Graph(
         kind=cols["kind"].astype(np.int8),
@@ -165,8 +180,21 @@ def decode_graph(blob: bytes, key: dict[str, Any]) -> GraphInput:
         category=cols["category"].astype(np.int8),
         inferred_waits=inferred,
         held_waits=held,
+        et_pairs=pairs,
     )
     return GraphInput(graph, frame_from_schema(frames["collectives"], arrays), devices)
+
+
+def _et_pairs(arrays: dict[str, Any], n: int) -> npt.NDArray[np.int64]:
+    """The stored execution-trace node pairs, checked as node references."""
+    a, b = arrays.get("et_producer"), arrays.get("et_consumer")
+    if a is None or b is None:
+        raise EntryError("no execution-trace pairs")
+    if a.dtype != np.int64 or b.dtype != np.int64 or a.ndim != 1 or a.shape != b.shape:
+        raise EntryError("bad execution-trace pairs")
+    if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n):
+        raise EntryError("execution-trace pair out of range")
+    return np.stack([a, b], axis=1).reshape(-1, 2)
 
 
 def _frame_arrays(header: dict[str, Any]) -> set[str]:
@@ -206,11 +234,13 @@ def cached_graph_input(
     rules_digest: str,
     memory_budget: int,
     build: Callable[[], GraphInput],
+    execution_trace: str = "",
 ) -> GraphInput:
     """``rank``'s graph input from the cache under ``cache_dir``, else ``build()`` (stored when
-    the file did not change meanwhile). Cache problems are misses, never errors."""
+    the file did not change meanwhile). Cache problems are misses, never errors.
+    ``execution_trace``: the ET paired with the rank ("" none), part of the key."""
     cache = ResultCache(cache_dir)
-    key = graph_key(path, rank, rules_digest, memory_budget)
+    key = graph_key(path, rank, rules_digest, memory_budget, execution_trace)
     if key is None:
         return build()
     slot = os.path.join(cache.directory, key.slot()[:-3] + ".rg")
@@ -221,7 +251,7 @@ def cached_graph_input(
         except Exception:  # untrusted bytes: whatever fails to verify or parse is a miss
             pass
     item = build()
-    if graph_key(path, rank, rules_digest, memory_budget) == key:
+    if graph_key(path, rank, rules_digest, memory_budget, execution_trace) == key:
         # Data this format cannot hold exactly is simply not cached.
         with contextlib.suppress(EntryError):
             cache.put_bytes(slot, encode_graph(item, key.as_dict()))
