@@ -38,6 +38,8 @@ SIM_CASES: dict[str, tuple[str, dict[str, float | int], tuple[int, ...]]] = {
     "multinode": ("multinode", {"layers": 4, "gpus_per_node": 2}, (1, 2, 4)),
     "launch_bound": ("launch_bound", {"layers": 40}, (1, 2, 4)),
     "comm_types": ("comm_types", {"layers": 4}, (1, 2, 4)),
+    # forward and backward replayed as one CUDA graph: its nodes' device gaps are serial
+    "cuda_graph": ("cuda_graph", {"layers": 16}, (1, 2, 4)),
 }
 
 

@@ -74,6 +74,9 @@ class PipePattern:
     steps: int = 4
     truth_steps: int = 24
     t0_ns: int = 1_812_345_678_000
+    #: the DP AllReduce's transfer free (the serial-fraction truth's step at infinite N,
+    #: tests/independent/serial_pipeline.py; p2p activations of a microbatch keep theirs)
+    free_collectives: bool = False
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -288,7 +291,8 @@ def _step(pat: PipePattern, ranks: list[_Rank], dp: int, k: int) -> None:
                 corr = r.runtime("cudaLaunchKernel", LAUNCH)
                 arrive.append(max(r.free[COMM], r.h))
                 calls.append((a, b, corr))
-            end = max(arrive) + t * float(group[0].rng.gamma(400.0, 1 / 400.0))
+            spread = float(group[0].rng.gamma(400.0, 1 / 400.0)) if pat.noise > 0 else 1.0
+            end = max(arrive) + (0.0 if pat.free_collectives else t * spread)
             args = {"Collective name": "allreduce", "In msg nelems": nel, "Out msg nelems": nel,
                     "Group size": dp, "dtype": "BFloat16", "In split size": "[]",
                     "Out split size": "[]", "Process Group Name": f"dp_{s}",

@@ -261,6 +261,17 @@ def draw_delay(s: Sched, scale: float, shape: float) -> Vec:
     return scale * s.rng.pareto(shape, s.n)
 
 
+def mean_delay(style: Style, scale: float, shape: float) -> float:
+    """The mean of :func:`draw_delay` (infinite for a Lomax tail of shape 1 or less)."""
+    if style.delay == "lognormal":
+        return scale * math.exp(shape**2 / 2)
+    if style.delay == "stall":
+        return scale * shape
+    if style.delay == "mixed":
+        return scale * (0.1 * math.exp(0.125) + shape)
+    return scale / (shape - 1) if shape > 1 else math.inf
+
+
 def unrelated_host_work(s: Sched, until: float) -> None:
     """A second host thread (pin memory, logging) busy with its own ops: no kernels, no waits."""
     t = np.zeros(s.n)

@@ -17,18 +17,14 @@ from typing import Any
 import numpy as np
 
 from tracescale.replay.project import ReplayStudy
-
-#: The collective type of MoE's token dispatch and combine (``classify.collectives``).
-ALL_TO_ALL = "alltoall"
+from tracescale.replay.serial_parts import all_to_all_rows
 
 
 def all_to_all_wait_s(study: ReplayStudy, n: int) -> float:
     """Seconds per step the representative rank waits for the latest rank at all-to-alls, at
     ``n`` ranks (0 without all-to-all collectives)."""
     coll = study.base.coll
-    if not len(coll) or "collective" not in coll:
-        return 0.0
-    rows = coll["collective"].astype(str).to_numpy() == ALL_TO_ALL
+    rows = all_to_all_rows(coll)
     if not rows.any():
         return 0.0
     _, pre, _ = study.split_durations(n)

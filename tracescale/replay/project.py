@@ -29,13 +29,15 @@ from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, GAP
 from tracescale.replay.laws.nodes import CONSTANT, Law
-from tracescale.replay.laws.p2p import fixed_tail, p2p_rows
+from tracescale.replay.laws.p2p import bubble_ratio, fixed_tail, p2p_rows
 from tracescale.replay.laws.work_scales import work_scales
 from tracescale.replay.links.links import CommModel
 from tracescale.replay.links.mesh import Mesh
 from tracescale.replay.links.tiers import tier_warning as tier_warning
 from tracescale.replay.serial_parts import (
     BUBBLE,
+    EXPERTS,
+    all_to_all_rows,
     by_cause,
     step_bubble,
     step_categories,
@@ -165,13 +167,18 @@ class ReplayStudy:
             law = self.laws.get(name, CONSTANT)
             ratio[k] = law.ratio(1e12 if infinite else n, ref, alt) if law is not CONSTANT else 1.0
         scaled = np.where(np.isin(g.kind, [GAP, DEV]), dur * ratio[g.group], dur)
-        if self.p2p is not None:  # a pipeline's last microbatch keeps its size
+        if self.p2p is not None and not infinite:  # a pipeline's last microbatch keeps its size
             if not self._tail:
                 self._tail.append(fixed_tail(base))
             scaled = np.where(self._tail[0], dur, scaled)
-        if not infinite and len(base.delay_node):  # the rank at a typical host delay
+        if len(base.delay_node):  # the rank at a typical host delay
             at = base.delay_node
             scaled[at] = np.maximum(dur[at] - base.delay_excess, 0.0) * ratio[g.group[at]]
+            if infinite and self.delays is not None:
+                # each rank's own mean delay is serial (the pooled delays' mean over their
+                # median: the draws', unbiased, not the fitted tail's, whose shape a few dozen
+                # draws hardly pin down); the slowest of N's excess over it is an overhead
+                scaled[at] += max(float(np.mean(self.delays.draws)), 0.0)
         var_total = 0.0
         pre = np.zeros(len(dur))
         c = base.coll
@@ -182,11 +189,12 @@ class ReplayStudy:
             new = np.empty(len(c))
             waits = np.zeros(len(c))
             p2p_law = self.p2p or CONSTANT
+            bubble = self._bubble_ratio() if infinite else None
             for i, row in enumerate(cols["rows"]):
                 kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest = row
                 if cols["p2p"][i]:  # the pipeline's dependency: its own law, no slowest-rank wait
                     r = p2p_law.ratio(1e12 if infinite else n, ref, alt)
-                    new[i] = (transfer + wait) * r
+                    new[i] = (transfer + wait) * (r if bubble is None else bubble)
                     continue
                 if infinite:  # transfers vanish; a wait for a rank late every step stays
                     new[i] = systematic_wait(base.offsets, position, group, wait, systematic)
@@ -211,6 +219,13 @@ class ReplayStudy:
             pre[nodes] = waits
         steps = max(int(np.isfinite(base.measured).sum()), 1)
         return scaled, pre, var_total / steps
+
+    def _bubble_ratio(self) -> float | None:
+        """At infinite N, the p2p nodes' time over the largest run's (``laws.p2p.bubble_ratio``)."""
+        if ("bubble",) not in self._memo:
+            self._memo[("bubble",)] = bubble_ratio(self.base, self.mesh.at(self.base.world_size))
+        out: float | None = self._memo[("bubble",)]
+        return out
 
     def _work_scales(self, n: int, alt: bool = False) -> tuple[float, float]:
         """How the base run's host gaps and kernels, in total, scale from N_max to ``n``."""
@@ -354,16 +369,21 @@ class ReplayStudy:
             rep = replay(base.graph, dur)
             per_step = step_categories(base.graph, rep)[base.kept]
             p2p = p2p_rows(base.coll)
+            a2a = all_to_all_rows(base.coll) & ~p2p
             nodes = base.coll["node"].to_numpy() if len(base.coll) else np.zeros(0, np.int64)
-            waits = step_sums(base.graph, nodes[~p2p], dur[nodes[~p2p]])[base.kept]
+            rest = ~p2p & ~a2a
+            waits = step_sums(base.graph, nodes[rest], dur[nodes[rest]])[base.kept]
             mean = [weighted_mean(per_step[:, j], base.weights) for j in range(len(CATEGORIES))]
             parts = dict(zip(CATEGORIES, mean, strict=True))
-            if p2p.any():  # the pipeline's fill and drain: its own part, out of communication
-                mask = np.zeros(len(base.graph), dtype=np.bool_)
-                mask[nodes[p2p]] = True
-                bubble = step_bubble(base.graph, rep, mask)[base.kept]
-                parts[BUBBLE] = weighted_mean(bubble, base.weights)
-                parts["communication"] -= parts[BUBBLE]
+            # the pipeline's fill and drain, and the wait for the busiest expert rank: parts
+            # of their own, out of communication (time those nodes run with no other device work)
+            for line, rows in ((BUBBLE, p2p), (EXPERTS, a2a)):
+                if rows.any():
+                    mask = np.zeros(len(base.graph), dtype=np.bool_)
+                    mask[nodes[rows]] = True
+                    alone = step_bubble(base.graph, rep, mask)[base.kept]
+                    parts[line] = weighted_mean(alone, base.weights)
+                    parts["communication"] -= parts[line]
             kept = weighted_mean(waits, base.weights)
             got = self._parts[0] = by_cause(parts, kept, base.caused)
         return got

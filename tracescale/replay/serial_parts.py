@@ -141,13 +141,31 @@ def by_cause(parts: dict[str, float], waits: float, caused: F64) -> dict[str, fl
 #: The serial fraction's part for a pipeline's fill and drain (not one of ``CATEGORIES``: the
 #: measured attribution has no such category; the replay tells it apart by its p2p nodes).
 BUBBLE = "pipeline_bubble"
+#: The serial fraction's part for the wait at mixture-of-experts all-to-alls for the busiest
+#: expert rank. At infinite N each rank's share of the tokens is gone, and with it the busiest
+#: rank's excess (its load times a vanishing share: the slowest of N grows far slower than N
+#: shrinks the share), so only a rank late at every all-to-all for a reason that does not
+#: shrink keeps a wait there (``systematic_wait``); the line says how much, apart from
+#: communication, as the projections' "expert load imbalance" overhead does at each N.
+EXPERTS = "expert_imbalance"
+
+#: The collective type of MoE's token dispatch and combine (``classify.collectives``).
+ALL_TO_ALL = "alltoall"
+
+
+def all_to_all_rows(coll: Any) -> npt.NDArray[np.bool_]:
+    """Which rows of a run's ``coll`` table are all-to-all collectives (MoE's token exchange)."""
+    if not len(coll) or "collective" not in coll:
+        return np.zeros(len(coll), dtype=np.bool_)
+    return np.asarray(coll["collective"].astype(str).to_numpy() == ALL_TO_ALL, dtype=np.bool_)
 
 
 def step_bubble(graph: Graph, rep: Replayed, p2p: npt.NDArray[np.bool_]) -> F64:
-    """Seconds per step window in which a pipeline p2p node (``p2p``: per node) runs and no
-    other device work does: the stage waiting on the others. :func:`step_categories` counts
-    that time as communication (a p2p node is a communication kernel), so moving it to
-    :data:`BUBBLE` keeps the parts' sum."""
+    """Seconds per step window in which a node of ``p2p`` (a mask per node: a pipeline's p2p
+    nodes, or the all-to-alls) runs and no other device work does: the stage waiting on the
+    others. :func:`step_categories` counts that time as communication (they are
+    communication kernels), so moving it to :data:`BUBBLE` (or :data:`EXPERTS`) keeps the
+    parts' sum."""
     k = len(graph.step_first)
     out = np.zeros(k, dtype=np.float64)
     start, end = _ns(rep.start), _ns(rep.end)

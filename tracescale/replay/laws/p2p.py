@@ -23,6 +23,7 @@ import pandas as pd
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.graph.build import DEV
 from tracescale.replay.laws.nodes import Law, fit_form, fit_law
+from tracescale.replay.links.mesh import PP, MeshDim
 
 #: Classify's collective type of send/recv kernels and calls.
 P2P = "sendrecv"
@@ -104,3 +105,59 @@ def fixed_tail(run: RunReplay) -> npt.NDArray[np.bool_]:
         tail = mine[(g.start[mine] >= g.start[at]) & (counts[g.group[mine]] >= 2)]
         out[tail] = True
     return out
+
+
+def rebuilt_bubble(run: RunReplay, stages: int) -> float | None:
+    """Seconds per step the representative stage waits on the others at infinite N: the 1F1B
+    schedule rebuilt with the microbatch count divided away (None where it cannot be read).
+
+    Why not the p2p law's ``a``: with a fixed global batch, N divides the count of microbatches
+    per replica, m = M / DP, and a balanced 1F1B step is a line in m: ``(m + p - 1)`` forward and
+    backward times plus the hops between stages. Amdahl's limit is its intercept, the fill and
+    drain ``(p - 1) (t_f + t_b + 2 x)`` (each stage idles ``p - 1`` forward and backward times
+    of the others, and the fill and drain each cross ``p - 1`` links). The law fitted on the
+    measured p2p time holds the waits of noisy stages per microbatch (their slowest, steeper
+    than the fill's) and the other stages' data loading; scaled down to its ``a`` it put a
+    quarter to most of the bubble elsewhere. Read from this stage's graph, stages assumed
+    balanced (the replay sees one): ``t_f + t_b`` its microbatch compute per step (kernel
+    groups that repeat in the step) over m, m its p2p nodes per step over two per neighbour
+    stage (a send and a recv per microbatch and direction), ``x`` the quarter-quantile p2p
+    node (a send, or a recv that did not wait: one activation's transfer)."""
+    rows = p2p_rows(run.coll)
+    if stages < 2 or not rows.any() or "pg" not in run.coll:
+        return None
+    g = run.graph
+    kept = run.kept
+    in_kept = (g.step >= 0) & kept[np.clip(g.step, 0, None)]
+    nodes = run.coll["node"].to_numpy()[rows]
+    nodes = nodes[in_kept[nodes]]
+    steps = int(kept.sum())
+    neighbours = len(set(run.coll["pg"].astype(str).to_numpy()[rows]))
+    if not len(nodes) or not steps or not neighbours:
+        return None
+    m = len(nodes) / steps / (2 * neighbours)
+    p2p = np.zeros(len(g), dtype=np.bool_)
+    p2p[run.coll["node"].to_numpy()[rows]] = True
+    coll = np.zeros(len(g), dtype=np.bool_)
+    coll[run.coll["node"].to_numpy()] = True
+    dev = (g.kind == DEV) & in_kept & ~coll
+    mine = np.flatnonzero(dev)
+    per_step = np.zeros((steps, len(g.groups)))
+    step_of = np.cumsum(kept) - 1
+    np.add.at(per_step, (step_of[g.step[mine]], g.group[mine]), 1.0)
+    repeats = per_step.min(axis=0) >= 2  # in every kept step, more than once: microbatch work
+    work = float(g.dur[mine[repeats[g.group[mine]]]].sum()) / 1e9 / steps
+    x = float(np.quantile(g.dur[nodes], 0.25)) / 1e9
+    if m < 1:
+        return None
+    return (stages - 1) * (work / m + 2 * x)
+
+
+def bubble_ratio(run: RunReplay, mesh: Sequence[MeshDim]) -> float | None:
+    """At infinite N, ``run``'s p2p nodes' time as a ratio to their measured time: the 1F1B fill
+    and drain rebuilt for the stage count of its ``mesh`` (:func:`rebuilt_bubble`); None where
+    the stage count or the stage's microbatches cannot be read (the p2p law's limit then)."""
+    stages = [d.size for d in mesh if d.dimension == PP]
+    got = rebuilt_bubble(run, int(stages[0] or 0)) if stages else None
+    now = p2p_time(run)
+    return got / now if got is not None and now > 0 else None
