@@ -12,6 +12,7 @@ import numpy as np
 from tests.linear_work_traces import write_study
 from tracescale.api import analyze
 from tracescale.classify.gpu_metrics import grouped_union_ns, union_ns
+from tracescale.comparison.core import bootstrap_change_pct, compare_runs
 from tracescale.replay.engine.cycles import bootstrap_mean, cycle_period
 from tracescale.replay.graph.device import _latest_launched, _other_stream_end
 from tracescale.scaling.blocks import MAX_RESAMPLED, blocks_note, step_blocks
@@ -31,6 +32,30 @@ def test_a_million_steps_bootstrap_in_bounded_memory() -> None:
     assert lo < mean < hi
     # the block bootstrap's 90% interval is the mean's: +-1.645 standard errors, within noise
     assert 2.6 * sem < hi - lo < 4.0 * sem
+
+
+def test_compare_bootstraps_a_million_steps_in_bounded_memory() -> None:
+    """compare's 2,000 replicates over every step of two million-step runs asked for 16 GB
+    (exit 70 under the 3 GB cap); over blocks they stay small, and the change is still read."""
+    rng = np.random.default_rng(5)
+    before = 1e-3 + rng.exponential(1e-4, 1_000_000)
+    after = 1.02 * before[rng.permutation(before.size)]
+    tracemalloc.start()
+    ci = bootstrap_change_pct(list(before), list(after))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert ci is not None and ci[0] < 2.0 < ci[1] and ci[1] - ci[0] < 0.2
+    assert peak < 300e6, f"peak {peak / 1e6:.0f} MB"
+    doc = {"world_size": 1, "step_time_s": {"mean": float(before.mean())}}
+    run_b = {**doc, "step_times_s": list(before)}
+    run_a = {**doc, "step_time_s": {"mean": float(after.mean())}, "step_times_s": list(after)}
+    row = compare_runs(run_b, run_a)
+    assert row["verdict"] == "regressed"
+    assert row["step_time_s"]["method"] == f"bootstrap over {MAX_RESAMPLED:,} blocks of steps"
+    small = compare_runs(
+        {**run_b, "step_times_s": [1e-3, 1.1e-3]}, run_b | {"step_times_s": [1e-3, 1e-3]}
+    )
+    assert small["step_time_s"]["method"] == "bootstrap over steps"
 
 
 def test_blocks_keep_the_run_means() -> None:

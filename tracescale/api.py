@@ -69,18 +69,21 @@ def load(path: str | os.PathLike[str]) -> Study:
     return _load_study(os.fspath(path))
 
 
-def _looks_like_study(path: str) -> bool:
+def _study_document(path: str) -> Any:
+    """The parsed study document at ``path``, or None where it is not one (a trace, a
+    folder): parsed here once and handed to ``load``."""
     if not os.path.isfile(path) or not path.endswith(".json"):
-        return False
+        return None
     try:
         with open(path, encoding="utf-8") as fh:
             head = fh.read(200)
         if '"schema_version"' not in head and '"studies"' not in head:
-            return False
+            return None
         with open(path, encoding="utf-8") as fh:
-            return is_study_document(json.load(fh))
-    except (OSError, ValueError):
-        return False
+            doc = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if is_study_document(doc) else None
 
 
 def study_of(side: str | os.PathLike[str] | Study, **analyze_options: Any) -> Study:
@@ -88,8 +91,9 @@ def study_of(side: str | os.PathLike[str] | Study, **analyze_options: Any) -> St
     if isinstance(side, Study):
         return side
     path = os.fspath(side)
-    if _looks_like_study(path):
-        return load(path)
+    doc = _study_document(path)
+    if doc is not None:
+        return _load_study(path, doc)
     return analyze(path, **analyze_options)
 
 

@@ -201,12 +201,20 @@ def make_document(studies: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def load(path: str | Path) -> Study:
-    """A saved study (``analyze --format json -o study.json``), checked against the schema.
+def load(path: str | Path, doc: Any = None) -> Study:
+    """A saved study (``analyze --format json -o study.json``), checked against the schema;
+    ``doc`` is the file's JSON where the caller has already parsed it (read once, not twice:
+    a million-step study is 105 MB).
 
     A damaged or hand-edited document is refused here (exit 3, naming the first offending
     field) so the renderers only ever see the shape they were written for.
     """
+    if doc is None:
+        doc = _read(path)
+    return _checked(doc, path)
+
+
+def _read(path: str | Path) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
@@ -218,6 +226,10 @@ def load(path: str | Path) -> Study:
         ) from exc
     except (OSError, ValueError) as exc:
         raise InvalidTraceError(f"not a readable study JSON ({exc})", path=str(path)) from exc
+    return doc
+
+
+def _checked(doc: Any, path: str | Path) -> Study:
     if not is_study_document(doc):
         raise InvalidTraceError("not a tracescale study document", path=str(path))
     if "before" in doc and "after" in doc:
@@ -232,12 +244,19 @@ def load(path: str | Path) -> Study:
             f"(this tracescale reads {SCHEMA_VERSION})",
             path=str(path),
         )
+    from tracescale.report.schemas import ShapeError, check
+
+    try:
+        check(doc)  # the same verdict as jsonschema's, 20x faster on a million-step study
+        return Study(doc=doc)
+    except ShapeError:
+        pass
     import jsonschema
 
     from tracescale.report.schemas import validate
 
     try:
-        validate(doc)
+        validate(doc)  # only to name the first offending field
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "top level"
         raise InvalidTraceError(

@@ -20,6 +20,7 @@ from tracescale.comparison.ops import biggest_op_change, op_changes
 from tracescale.errors import EXIT_INVALID_TRACE, EXIT_OK, EXIT_REGRESSION, UsageError
 from tracescale.report.fmt import label, num
 from tracescale.report.names import short_name
+from tracescale.scaling.blocks import MAX_RESAMPLED, resampled_means
 
 #: Changes smaller than this (in %) are "unchanged" even when significant: noise floor for CI.
 MIN_CHANGE_PCT = 1.0
@@ -53,13 +54,14 @@ def _runs_by_n(study: dict[str, Any]) -> dict[int, dict[str, Any]]:
 def bootstrap_change_pct(
     before: list[float], after: list[float], *, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES
 ) -> tuple[float, float] | None:
-    """90% interval of the change of the mean step time in %, resampling steps on both sides."""
+    """90% interval of the change of the mean step time in %, resampling steps on both sides
+    (in ``MAX_RESAMPLED`` blocks of consecutive steps where a side has more steps)."""
     b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     if b.size < 2 or a.size < 2 or not (np.all(np.isfinite(b)) and np.all(np.isfinite(a))):
         return None
     rng = np.random.default_rng(seed)
-    mb = b[rng.integers(0, b.size, size=(samples, b.size))].mean(axis=1)
-    ma = a[rng.integers(0, a.size, size=(samples, a.size))].mean(axis=1)
+    mb = resampled_means(b, rng, samples)
+    ma = resampled_means(a, rng, samples)
     change = (ma / mb - 1.0) * 100.0
     tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
     lo, hi = np.percentile(change, [tail, 100.0 - tail])
@@ -126,7 +128,13 @@ def compare_runs(
     if problems:
         significant, method = False, NOT_COMPARABLE
     elif ci is not None:
-        significant, method = bool(ci[0] > 0 or ci[1] < 0), "bootstrap over steps"
+        significant = bool(ci[0] > 0 or ci[1] < 0)
+        blocked = max(len(tb), len(ta)) > MAX_RESAMPLED
+        method = (
+            f"bootstrap over {MAX_RESAMPLED:,} blocks of steps"
+            if blocked
+            else "bootstrap over steps"
+        )
     else:
         significant, method = _spread_significant(rb, ra), "p10-p90 overlap (no per-step times)"
     bb, ba = _d(rb.get("breakdown_s")), _d(ra.get("breakdown_s"))

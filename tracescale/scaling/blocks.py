@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+F64 = npt.NDArray[np.float64]
+
 #: Most columns of steps a bootstrap replicate draws over.
 MAX_RESAMPLED = 4096
 
@@ -36,3 +38,19 @@ def blocks_note(n_steps: int) -> str | None:
         f"{MAX_RESAMPLED:,} blocks of consecutive steps (a bounded number of draws per "
         "replicate)"
     )
+
+
+def resampled_means(x: F64, rng: np.random.Generator, replicates: int) -> F64:
+    """``replicates`` bootstrap means of ``x``: over its values, or beyond ``MAX_RESAMPLED``
+    values over that many blocks of consecutive ones (each replicate draws blocks and divides
+    their sum by their steps), so a replicate holds a bounded number of draws however many
+    steps the trace has (200 replicates of a million steps were 1.6 GB; the comparison's
+    2,000 were 16 GB)."""
+    if len(x) <= MAX_RESAMPLED:
+        idx = rng.integers(0, len(x), size=(replicates, len(x)))
+        return np.asarray(x[idx].mean(axis=1), dtype=np.float64)
+    block = step_blocks(len(x))
+    sums = np.bincount(block, weights=x)
+    counts = np.bincount(block).astype(np.float64)
+    idx = rng.integers(0, len(sums), size=(replicates, len(sums)))
+    return np.asarray(sums[idx].sum(axis=1) / counts[idx].sum(axis=1), dtype=np.float64)

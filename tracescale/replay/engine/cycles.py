@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph.build import DEV, Graph
-from tracescale.scaling.blocks import MAX_RESAMPLED, blocks_note, step_blocks
+from tracescale.scaling.blocks import blocks_note, resampled_means
 from tracescale.scaling.quantiles import Z95, student_t95
 
 F64 = npt.NDArray[np.float64]
@@ -166,7 +166,7 @@ def bootstrap_mean(
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     if strata is None or weights is None or len(strata) != len(steps):
-        means = _resampled_means(steps, rng)
+        means = resampled_means(steps, rng, _BOOT)
         point = float(np.mean(steps))
     else:
         means = np.zeros(_BOOT)
@@ -174,7 +174,7 @@ def bootstrap_mean(
         for kind in np.unique(strata):
             members = steps[strata == kind]
             share = float(weights[strata == kind].sum())
-            means += share * _resampled_means(members, rng)
+            means += share * resampled_means(members, rng, _BOOT)
             point += share * float(members.mean())
     lo, hi = np.percentile(means, [5.0, 95.0])
     # A bootstrap of few steps is too narrow: it reads the spread with divisor n, not n - 1,
@@ -184,21 +184,6 @@ def bootstrap_mean(
     lo, hi = point - f * (point - float(lo)), point + f * (float(hi) - point)
     shift = 0.0 if centre is None else centre - point
     return lo + shift, hi + shift
-
-
-def _resampled_means(x: F64, rng: np.random.Generator) -> F64:
-    """``_BOOT`` bootstrap means of ``x``: over its values, or beyond ``MAX_RESAMPLED`` values
-    over that many blocks of consecutive ones (each replicate draws blocks and divides their
-    sum by their steps), so a replicate holds a bounded number of draws however many steps
-    the trace has (200 x a million steps was 1.6 GB)."""
-    if len(x) <= MAX_RESAMPLED:
-        idx = rng.integers(0, len(x), size=(_BOOT, len(x)))
-        return np.asarray(x[idx].mean(axis=1), dtype=np.float64)
-    block = step_blocks(len(x))
-    sums = np.bincount(block, weights=x)
-    counts = np.bincount(block).astype(np.float64)
-    idx = rng.integers(0, len(sums), size=(_BOOT, len(sums)))
-    return np.asarray(sums[idx].sum(axis=1) / counts[idx].sum(axis=1), dtype=np.float64)
 
 
 def resampled_notes(steps: Iterable[int]) -> list[str]:
