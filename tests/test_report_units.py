@@ -72,3 +72,26 @@ def test_html_charts_count_ranks_for_cpu_only_studies() -> None:
     assert [s["unit"] for s in chart_data(_doc(None))["studies"]] == ["GPUs"]
     page = render(_doc(["cpu"] * 4), "html")
     assert '"unit":"ranks"' in page and '(st.unit || "GPUs") + " (N, log scale)"' in page
+
+
+def test_serial_lines_of_modern_parallelism_have_plain_names() -> None:
+    """The replay's own serial-fraction lines print as words, not their JSON keys."""
+    from tracescale.report.sections import serial_section
+
+    study = {
+        "mode": "strong",
+        "runs": [],
+        "scaling": {
+            "serial_fraction": {
+                "total": 0.05,
+                "by_category": {
+                    "compute": 0.03,
+                    "pipeline_bubble": 0.015,
+                    "expert_imbalance": 0.005,
+                },
+            },
+            "amdahl_limit": 20.0,
+        },
+    }
+    names = [row[0] for row in serial_section(study).rows]
+    assert names == ["Compute", "Pipeline bubble", "Expert load imbalance", "Total"]

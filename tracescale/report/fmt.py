@@ -17,6 +17,8 @@ CATEGORY_LABELS: dict[str, str] = {
     "idle": "Idle",
     # a serial-fraction part of its own: time a pipeline stage runs only p2p transfers
     "pipeline_bubble": "Pipeline bubble",
+    # and time the all-to-alls of expert parallelism run alone, waiting for the busiest expert
+    "expert_imbalance": "Expert load imbalance",
 }
 
 COLLECTIVE_LABELS: dict[str, str] = {
