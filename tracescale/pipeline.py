@@ -20,6 +20,7 @@ from tracescale.classify.rules import load_rules
 from tracescale.classify.run import build_run
 from tracescale.classify.same_job import check_same_job, study_signatures
 from tracescale.errors import InvalidTraceError, NoTracesError, TracescaleError
+from tracescale.ingest import last_read
 from tracescale.ingest.discover import RunSpec, StudySpec
 from tracescale.ingest.sniff import DEFAULT_MEMORY_BUDGET
 from tracescale.ingest.trace import RankTrace
@@ -356,22 +357,25 @@ def analyze(
         else None
     )
     entries, runs_all, scalings = [], [], []
-    for spec in specs:
-        entry, runs, scaling = analyze_study(
-            spec,
-            results,
-            mode=mode,
-            project=project,
-            what_if=what_if,
-            assumptions=assumptions,
-            steps=step_slice,
-            strict=strict,
-            replay=replay_opts,
-        )
-        entry["warnings"] = list(dict.fromkeys([*entry["warnings"], *map_warnings]))
-        entries.append(entry)
-        runs_all.append(runs)
-        scalings.append(scaling)
+    try:
+        for spec in specs:
+            entry, runs, scaling = analyze_study(
+                spec,
+                results,
+                mode=mode,
+                project=project,
+                what_if=what_if,
+                assumptions=assumptions,
+                steps=step_slice,
+                strict=strict,
+                replay=replay_opts,
+            )
+            entry["warnings"] = list(dict.fromkeys([*entry["warnings"], *map_warnings]))
+            entries.append(entry)
+            runs_all.append(runs)
+            scalings.append(scaling)
+    finally:
+        last_read.forget()  # the map step's last trace, where no replay took it
     doc = make_document(entries)
     if all(isinstance(r, RankResult) for r in results.values()) and not map_warnings:
         store_document(prepared, doc)

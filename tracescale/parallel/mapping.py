@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tracescale.classify.rank import RankResult
 from tracescale.classify.rules import load_rules
+from tracescale.ingest import last_read
 from tracescale.parallel.cache import CacheKey, ResultCache, make_key
 from tracescale.parallel.pool import Worker, load_scanner_if_worth, run_local
 from tracescale.parallel.tasks import RankTask, TaskError, run_task
@@ -106,8 +107,9 @@ def run_tasks(
         run_dask(todo, scheduler, n_jobs if jobs is not None else default_jobs(), done)
     elif n_jobs == 1 or len(todo) <= 1:
         load_scanner_if_worth(todo)
-        for i, task in todo:
-            store(i, _worker(task))
+        with last_read.keeping_last_read():  # the replay may take the last trace read here
+            for i, task in todo:
+                store(i, _worker(task))
     else:
         load_scanner_if_worth(todo)  # before the fork: the workers inherit it
         peak = run_local(todo, min(n_jobs, len(todo)), done, _worker)

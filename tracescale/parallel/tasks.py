@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tracescale.classify.rank import RankResult, classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.errors import EXIT_INVALID_TRACE, TracescaleError
+from tracescale.ingest import last_read
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.plausible import NESTED_TOO_DEEPLY, vet
 from tracescale.memory import return_freed_memory
@@ -87,9 +88,13 @@ def run_task(task: RankTask) -> RankResult | TaskError:
     names the exception so the rest of the study is analyzed and the user can report it.
     """
     try:
+        last_read.forget()  # one trace at a time: the one kept goes before this one is read
+        rules = load_rules(task.rules_file)
         with local_copy(task.path) as local:
             trace = vet(load_trace(local, memory_budget=task.memory_budget))
-            result = classify_rank(trace, load_rules(task.rules_file), rank=task.rank)
+            result = classify_rank(trace, rules, rank=task.rank)
+        key = (task.path, task.rank, rules.digest, task.memory_budget)
+        last_read.remember(key, trace, result.collectives)
         del trace
         return_freed_memory()  # the next rank file's buffers must not stack on this one's
         if result.path != task.path:

@@ -21,6 +21,7 @@ from tracescale.ingest.execution_trace import (
     ExecutionTraceError,
     read_dependencies,
 )
+from tracescale.ingest.last_read import take
 from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
@@ -171,17 +172,21 @@ def replay_run(
     rows = run.steps[run.steps["rank"] == rank] if own_steps is None else own_steps
 
     def build() -> GraphInput:
+        kept = None if loader is not None else take((path, rank, rules.digest, memory_budget))
         return_freed_memory()  # what the map step freed, before a second trace is decoded
-        if loader is not None:
-            trace = vet(loader(path))
+        if kept is not None:  # the map step's last trace, read in this process
+            trace, coll = kept
         else:
-            with local_copy(path) as local:  # a URL (s3://, memory://) is read as the map does
-                # vetted as the map step vets it: an implausible event it dropped (a kernel of
-                # days) must not become a node that the replayed step waits for
-                trace = vet(load_trace(local, memory_budget=memory_budget))
-        # Only the collective instances are kept: the rest of the rank's classification
-        # is freed before the graph is built beside the trace (the stage's memory peak).
-        coll = classify_rank(trace, rules, rank=rank).collectives
+            if loader is not None:
+                trace = vet(loader(path))
+            else:
+                with local_copy(path) as local:  # a URL (s3://, memory://) is read as the map
+                    # vetted as the map step vets it: an implausible event it dropped (a kernel
+                    # of days) must not become a node that the replayed step waits for
+                    trace = vet(load_trace(local, memory_budget=memory_budget))
+            # Only the collective instances are kept: the rest of the rank's classification
+            # is freed before the graph is built beside the trace (the stage's memory peak).
+            coll = classify_rank(trace, rules, rank=rank).collectives
         devices = len(trace.meta.device_names)
         return_freed_memory()  # the decoder's and classification's buffers
         et = _dependencies(execution_trace)

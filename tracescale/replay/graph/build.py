@@ -22,8 +22,7 @@ measured return latency).
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +44,7 @@ from tracescale.replay.graph.cuda_graphs import chain_graph_nodes
 from tracescale.replay.graph.device import CorrIndex, counted_launch_lags, device_columns, syncs
 from tracescale.replay.graph.et_pairs import et_pairs
 from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_pieces
+from tracescale.replay.graph.labels import LawGroups, step_free_names
 from tracescale.replay.waits.cross_stream import add_joins, cross_stream
 from tracescale.replay.waits.order import forward_order
 
@@ -71,7 +71,6 @@ _SYNC_CALLS = frozenset(
     }
 )
 _SKIP_DEVICE_CATS = frozenset({"cuda_sync", "gpu_user_annotation"})
-_STEP_SUFFIX = re.compile(r"#\d+$")
 
 
 @dataclass(frozen=True)
@@ -125,23 +124,6 @@ class Graph:
         return int(self.kind.shape[0])
 
 
-class _Groups:
-    """Law groups numbered in order of first appearance over the nodes, host threads first."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-
-    def number(self, code: I64, label: Callable[[int], str]) -> I64:
-        """Group ids of nodes whose label is ``label(code)``: codes are labelled once each."""
-        if len(code) == 0:
-            return np.zeros(0, dtype=np.int64)
-        uniq, first_at, inverse = np.unique(code, return_index=True, return_inverse=True)
-        gid = np.empty(len(uniq), dtype=np.int64)
-        for u in np.argsort(first_at, kind="stable").tolist():
-            gid[u] = self.ids.setdefault(label(int(uniq[u])), len(self.ids))
-        return gid[inverse.reshape(-1)]
-
-
 def build_graph(
     trace: RankTrace,
     win: StepWindows,
@@ -161,7 +143,7 @@ def build_graph(
     strings = trace.strings
     lo, hi = int(win.start[0]), int(win.end[-1])
     launched = launch_times(trace)
-    names = [_STEP_SUFFIX.sub("", s) for s in strings]
+    names, canon = step_free_names(trace)
     cat_runtime = np.array([s in _RUNTIME_CATS for s in strings], dtype=np.bool_)
     skip_dev = np.array([s in _SKIP_DEVICE_CATS for s in strings], dtype=np.bool_)
     is_sync = np.array([s in _SYNC_CALLS for s in strings], dtype=np.bool_)
@@ -176,7 +158,7 @@ def build_graph(
     main = (win.main_pid, win.main_tid)
     if main not in threads:
         threads.insert(0, main)
-    groups = _Groups()
+    groups = LawGroups()
     chunks: list[dict[str, I64]] = []
     step_first = np.full(len(win), -1, dtype=np.int64)
     step_last = np.full(len(win), -1, dtype=np.int64)
@@ -199,7 +181,7 @@ def build_graph(
             ev.start[ops], end[ops], ops.astype(np.int64), bounds.astype(np.int64),
         )  # fmt: skip
         chunks.append(
-            _host_columns(p, ev.name, is_sync, blocking, coll_event, groups, names, strings)
+            _host_columns(p, ev.name, is_sync, blocking, coll_event, groups, names, canon, strings)
         )
         if is_main and len(p):
             first, last = step_bounds(p.start, p.end, win.host_start, win.host_end)
@@ -280,8 +262,9 @@ def _host_columns(
     is_sync: npt.NDArray[np.bool_],
     blocking: npt.NDArray[np.bool_],
     coll_event: I64,
-    groups: _Groups,
+    groups: LawGroups,
     names: list[str],
+    canon: I64,
     strings: Sequence[str],
 ) -> dict[str, I64]:
     """The columns that vary over one thread's pieces: gaps (law group: the innermost op, step
@@ -291,7 +274,7 @@ def _host_columns(
     is_gap = p.event < 0
     coll = np.where(is_gap, -1, coll_event[ev_i])
     name = event_name[ev_i].astype(np.int64)
-    op_name = np.where(p.op >= 0, event_name[np.clip(p.op, 0, None)].astype(np.int64), -1)
+    op_name = np.where(p.op >= 0, canon[event_name[np.clip(p.op, 0, None)]], -1)
     kind = np.where(
         is_gap,
         GAP,
