@@ -25,6 +25,20 @@ Conventions (stated, not measured from a real job):
   2, the pair's process group (``pp_<s>_<s+1>``), and ``ncclDevKernel_SendRecv`` kernels.
 - data loading on stage 0 only; gamma noise (cv ``noise``) on every duration.
 
+Interleaved 1F1B (``virtual`` v > 1 model chunks per rank, Megatron's virtual pipeline
+stages): chunk c of stage s holds virtual stage ``c p + s`` of ``v p``, each a 1/v share of
+the stage's layers (its forward ``fwd / v``, its backward ``bwd_ratio fwd / v``), so a
+microbatch crosses the ring of stages v times and the last stage feeds the first
+(``pp_0_<p-1>``; with two stages that is the same pair). The order of each stage's chunk
+passes is Megatron-LM's ``forward_backward_pipelining_with_interleaving``
+(megatron/core/pipeline_parallel/schedules.py) with its schedule table
+(``get_schedule_table``, microbatch groups of ``p``): ``(p - s - 1) 2 + (v - 1) p`` warm-up
+forward passes (capped at the ``m v`` passes of the step; all of them when the cap bites), then
+one forward / one backward, then the cool-down backwards; backward passes run the chunks in
+reverse. ``virtual = 1`` is plain 1F1B (:func:`one_f_one_b`) and writes the same bytes as before
+interleaving existed. Why: the bubble shrinks to ``(p - 1) (t_f + t_b) / v`` at v times the
+send/recv count, and the package must read v from the trace to rebuild it.
+
 Truth: the mean step over ranks and many steps at the target N (DP grows, M and p fixed),
 from this scheduler with the same noise. The bubble: per rank and step, the time its GPU
 runs nothing but p2p kernels (a recv waiting for the neighbour stage, a send), i.e. idles on
@@ -63,6 +77,7 @@ class PipePattern:
     dp_sizes: tuple[int, ...] = (1, 2, 4, 8)  # measured DP degrees (N = stages * DP)
     dp_targets: tuple[int, ...] = (16, 32, 64)  # 2x, 4x, 8x the largest measured N
     microbatches: int = 64  # global batch M (per step, all replicas together)
+    virtual: int = 1  # model chunks per rank (interleaved 1F1B's virtual stages; 1: plain)
     fwd: float = 0.4e-3  # one microbatch's forward on one stage (fixed microbatch size)
     bwd_ratio: float = 2.0
     act_bytes: float = 4e6  # activation (and its gradient) sent between stages
@@ -98,6 +113,32 @@ def one_f_one_b(p: int, s: int, m: int) -> list[tuple[str, int]]:
         f, b = f + 1, b + 1
     ops += [("B", i) for i in range(b, m)]
     return ops
+
+
+def schedule_table(p: int, m: int, v: int) -> list[tuple[int, int]]:
+    """Megatron's order of (microbatch, chunk) forward passes: microbatches in groups of
+    ``p``, each group through chunk 0, then chunk 1, ... (the backward passes take the same
+    order with the chunks reversed)."""
+    out = []
+    for lo in range(0, m, p):
+        group = range(lo, min(lo + p, m))
+        out += [(i, c) for c in range(v) for i in group]
+    return out
+
+
+def interleaved(p: int, s: int, m: int, v: int) -> list[tuple[str, int, int]]:
+    """Stage s's (F|B, microbatch, chunk) order in interleaved 1F1B (module docstring):
+    Megatron's ``(p - s - 1) 2 + (v - 1) p`` warm-up forwards, capped at the step's ``m v``
+    passes, then forward k + warm-up / backward k, then the cool-down backwards."""
+    table = schedule_table(p, m, v)
+    total = len(table)
+    warm = min((p - s - 1) * 2 + (v - 1) * p, total)
+    fwd = [("F", i, c) for i, c in table]
+    bwd = [("B", i, v - 1 - c) for i, c in table]
+    ops = fwd[:warm]
+    for k in range(total - warm):
+        ops += [fwd[warm + k], bwd[k]]
+    return ops + bwd[total - warm :]
 
 
 class _Rank:
@@ -187,13 +228,15 @@ class _Pipe:
 
     def __init__(self, pat: PipePattern, ranks: list[_Rank], m: int, dp: int) -> None:
         self.pat, self.ranks, self.m, self.dp = pat, ranks, m, dp
-        self.sent: dict[tuple[str, int, int], float] = {}  # (F|B, microbatch, to stage)
+        # (F|B, microbatch, to virtual stage c p + s; = the stage without interleaving)
+        self.sent: dict[tuple[str, int, int], float] = {}
 
     def _xfer(self) -> float:
         alpha, bw = self.pat.net.tier(2)
         return alpha + self.pat.act_bytes / (bw * protocol(self.pat.act_bytes)[1])
 
     def _recv(self, r: _Rank, s: int, peer_s: int, key: tuple[str, int, int]) -> None:
+        peer_s %= self.pat.stages  # interleaved: the last stage feeds the first
         peer = r.rank + (peer_s - s) * self.dp
         lo, hi = sorted((s, peer_s))
         pg = f"pp_{lo}_{hi}"
@@ -211,6 +254,7 @@ class _Pipe:
         r.wait_stream(COMPUTE, RECV)
 
     def _send(self, r: _Rank, s: int, peer_s: int, key: tuple[str, int, int]) -> None:
+        peer_s %= self.pat.stages
         peer = r.rank + (peer_s - s) * self.dp
         lo, hi = sorted((s, peer_s))
         args = _p2p_args("send", self.pat.act_bytes, f"pp_{lo}_{hi}", peer)
@@ -227,36 +271,42 @@ class _Pipe:
         r.op_end(b, "record_param_comms", **args)
         r.op_end(a, "c10d::send_")
 
-    def _do(self, s: int, kind: str, i: int) -> None:
+    def _do(self, s: int, kind: str, i: int, c: int = 0) -> None:
         r, p, pat = self.ranks[s], self.pat.stages, self.pat
+        u, last = c * p + s, pat.virtual * p - 1  # virtual stage, the last one
+        share = pat.fwd / pat.virtual if pat.virtual > 1 else pat.fwd
         if kind == "F":
-            if s > 0:
-                self._recv(r, s, s - 1, ("F", i, s))
-            r.compute(GEMM_BIG, 0.85 * pat.fwd, "aten::linear")
-            r.compute(GELU, 0.15 * pat.fwd, "aten::gelu")
-            if s < p - 1:
-                self._send(r, s, s + 1, ("F", i, s + 1))
+            if u > 0:
+                self._recv(r, s, s - 1, ("F", i, u))
+            r.compute(GEMM_BIG, 0.85 * share, "aten::linear")
+            r.compute(GELU, 0.15 * share, "aten::gelu")
+            if u < last:
+                self._send(r, s, s + 1, ("F", i, u + 1))
         else:
-            if s < p - 1:
-                self._recv(r, s, s + 1, ("B", i, s))
-            r.compute(GEMM_BIG, pat.bwd_ratio * pat.fwd,
+            if u < last:
+                self._recv(r, s, s + 1, ("B", i, u))
+            r.compute(GEMM_BIG, pat.bwd_ratio * share,
                       "autograd::engine::evaluate_function: AddmmBackward0")  # fmt: skip
-            if s > 0:
-                self._send(r, s, s - 1, ("B", i, s - 1))
+            if u > 0:
+                self._send(r, s, s - 1, ("B", i, u - 1))
 
     def run(self) -> None:
-        p = self.pat.stages
-        todo = [one_f_one_b(p, s, self.m) for s in range(p)]
+        p, v = self.pat.stages, self.pat.virtual
+        if v > 1:
+            todo = [interleaved(p, s, self.m, v) for s in range(p)]
+        else:
+            todo = [[(k, i, 0) for k, i in one_f_one_b(p, s, self.m)] for s in range(p)]
         at = [0] * p
         while any(at[s] < len(todo[s]) for s in range(p)):
             moved = False
             for s in range(p):
                 while at[s] < len(todo[s]):
-                    kind, i = todo[s][at[s]]
-                    need = (s > 0 and kind == "F") or (s < p - 1 and kind == "B")
-                    if need and (kind, i, s) not in self.sent:
+                    kind, i, c = todo[s][at[s]]
+                    u, last = c * p + s, v * p - 1
+                    need = (u > 0 and kind == "F") or (u < last and kind == "B")
+                    if need and (kind, i, u) not in self.sent:
                         break
-                    self._do(s, kind, i)
+                    self._do(s, kind, i, c)
                     at[s] += 1
                     moved = True
             assert moved, "1F1B deadlocked"

@@ -1,5 +1,6 @@
 """Kineto JSON of a recorded pipeline-parallel run (tests/independent/pipeline.py): gen.py's
-file layout and metadata, with each rank's pipeline pairs and DP group in pg_config."""
+file layout and metadata, with each rank's pipeline pairs (interleaved: also the pair of the
+last and first stages that closes the ring) and DP group in pg_config."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def write_ranks(pat: PipePattern, ranks: Sequence[_Rank], dp: int, folder: str) 
                 pgs.append({"pg_name": f"pp_{lo}_{lo + 1}", "pg_desc": "pipeline_pair",
                             "backend_config": "cuda:nccl", "pg_size": 2,
                             "ranks": pair})  # fmt: skip
+        if pat.virtual > 1 and p > 2 and s in (0, p - 1):  # interleaved: the ring's closing pair
+            pgs.append({"pg_name": f"pp_0_{p - 1}", "pg_desc": "pipeline_pair",
+                        "backend_config": "cuda:nccl", "pg_size": 2,
+                        "ranks": [d, (p - 1) * dp + d]})  # fmt: skip
         pgs.append({"pg_name": f"dp_{s}", "pg_desc": "data_parallel",
                     "backend_config": "cuda:nccl", "pg_size": dp,
                     "ranks": list(range(s * dp, (s + 1) * dp))})  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -22,6 +22,7 @@ import numpy as np
 from tracescale.classify.collectives import collective_type
 from tracescale.classify.rules import DEVICE_TARGETS, RuleSet, classify_events, load_rules
 from tracescale.cli.options import memory_budget_option
+from tracescale.cli.pipeline_chunks import run_chunks, trace_chunks
 from tracescale.cli.settings import CONTEXT
 from tracescale.errors import InvalidTraceError
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET
@@ -172,9 +173,10 @@ def run_summary(
     memory_budget: int,
     rules: RuleSet | None = None,
     groups: list[tuple[int, str, int, str]] | None = None,
+    chunks: list[tuple[int, int | None]] | None = None,
 ) -> dict[str, Any]:
     """Rows of every rank file of a run, bad files as error rows (``groups``: gets each rank's
-    :func:`group_rows`)."""
+    :func:`group_rows`; ``chunks``: each pipeline rank's model chunks reading)."""
     rows: list[dict[str, Any]] = []
     for group in run.groups:
         errors: dict[str, dict[str, Any]] = {}
@@ -200,6 +202,8 @@ def run_summary(
                 row["execution_trace"] = {"file": rf.execution_trace, "deps": rf.et_dependencies}
             if groups is not None:
                 groups.extend(group_rows(trace, run.world_size))
+            if chunks is not None and (got := trace_chunks(trace))[0]:
+                chunks.append((run.world_size, got[1]))
             if windows:
                 row["warnings"].insert(0, pooled_windows_note(rf.rank, windows))
             rows.append(row)
@@ -227,8 +231,9 @@ def inspect_path(
 
 def _study_summary(study: StudySpec, memory_budget: int, rules: RuleSet) -> dict[str, Any]:
     groups: list[tuple[int, str, int, str]] = []
-    runs = [run_summary(r, memory_budget, rules, groups) for r in study.runs]
-    mesh = _mesh(groups, runs)
+    chunks: list[tuple[int, int | None]] = []
+    runs = [run_summary(r, memory_budget, rules, groups, chunks) for r in study.runs]
+    mesh = _mesh(groups, runs, chunks)
     for run in runs:
         run["mesh"] = mesh["runs"].get(str(run["world_size"]), [])
     companion = [w for w in study.warnings if _is_companion(w)]
@@ -241,9 +246,14 @@ def _study_summary(study: StudySpec, memory_budget: int, rules: RuleSet) -> dict
     }
 
 
-def _mesh(groups: list[tuple[int, str, int, str]], runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _mesh(
+    groups: list[tuple[int, str, int, str]],
+    runs: list[dict[str, Any]],
+    chunks: Sequence[tuple[int, int | None]] = (),
+) -> dict[str, Any]:
     """Each run's parallelism mesh from its ranks' process groups, read as the replay reads the
-    collectives it fits on (``replay.links.mesh``), GPUs per node as the replay takes them."""
+    collectives it fits on (``replay.links.mesh``), GPUs per node as the replay takes them; a
+    pipeline's model chunks per rank from its ranks' readings (``cli.pipeline_chunks``)."""
     import pandas as pd
 
     from tracescale.replay.apply import gpus_per_node_of
@@ -261,7 +271,8 @@ def _mesh(groups: list[tuple[int, str, int, str]], runs: list[dict[str, Any]]) -
     gpn = gpus_per_node_of(
         max((int(r.get("devices", 0)) for r in ranks), default=0), [r["file"] for r in ranks]
     )
-    return mesh_dict(run_meshes(inst, group_roles(inst, gpn), pipeline, gpn))
+    virtual = {n: run_chunks([v for m, v in chunks if m == n]) for n in {m for m, _ in chunks}}
+    return mesh_dict(run_meshes(inst, group_roles(inst, gpn), pipeline, gpn, virtual))
 
 
 def _is_companion(note: str) -> bool:

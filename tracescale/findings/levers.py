@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tracescale.findings.bubble import bubble_advice, virtual_chunks
 from tracescale.findings.common import (
     MIN_GAIN,
     Finding,
@@ -313,8 +314,7 @@ def bubble_lever(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tupl
         f"fills and drains ({share:.1%} of T(1) that does not shrink with more {unit.plural}, "
         "and it grows as a share while each replica runs fewer microbatches). Without the fill "
         f"and drain, steps would be {speedup_text(gain, t.step_s, t.step_s / gain)} {where} "
-        "(replayed). More microbatches per step (smaller microbatches or a larger global "
-        "batch), an interleaved schedule (virtual pipeline stages) or fewer stages shrink it."
+        "(replayed). " + bubble_advice(virtual_chunks(study))
     )
     return [(gain, Finding(text=text, category="communication", value=gain, kind="lever"))]
 

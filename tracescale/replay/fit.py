@@ -15,7 +15,7 @@ import pandas as pd
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.laws.kernel_pools import varying_kernel_laws
 from tracescale.replay.laws.nodes import Law, fit_law
-from tracescale.replay.laws.p2p import fit_p2p_law, p2p_rows
+from tracescale.replay.laws.p2p import fit_p2p_law, p2p_rows, read_virtual
 from tracescale.replay.laws.work_scales import pooled_delays
 from tracescale.replay.links.links import fit_comm
 from tracescale.replay.links.mesh import run_meshes
@@ -71,7 +71,8 @@ def fit_replay(
         else []
         for r in runs
     }
-    mesh = run_meshes(inst, group_roles(inst, gpus_per_node), pipeline, gpus_per_node)
+    chunks = {r.world_size: read_virtual(r) for r in runs if pipeline[r.world_size]}
+    mesh = run_meshes(inst, group_roles(inst, gpus_per_node), pipeline, gpus_per_node, chunks)
     delays = pooled_delays(runs, laws)
     warnings: list[str] = []
     validation = 0.0
@@ -95,6 +96,6 @@ def fit_replay(
         warnings=tuple(warnings),
         validation_error=validation,
         delays=delays,
-        p2p=fit_p2p_law(runs),
+        p2p=fit_p2p_law(runs, mesh),
         mesh=mesh,
     )

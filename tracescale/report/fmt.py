@@ -213,7 +213,8 @@ def cell(value: Any) -> str:
 
 def mesh(dims: Any) -> str:
     """One run's parallelism mesh (``runs[i].mesh`` entries) in words: ``TP 2 (inside a node)
-    x DP 4 (grows, inside a node)``; ``none`` without a dimension."""
+    x DP 4 (grows, inside a node)``, an interleaved pipeline ``PP 4 (inferred, 2 virtual chunks
+    per stage, ...)``; ``none`` without a dimension."""
     parts = []
     for d in dims if isinstance(dims, list) else []:
         if not isinstance(d, dict):
@@ -222,6 +223,8 @@ def mesh(dims: Any) -> str:
         notes = [
             w for w, on in (("grows", d.get("grows")), ("inferred", d.get("size_inferred"))) if on
         ]
+        if d.get("virtual_chunks"):  # interleaved 1F1B: model chunks per rank
+            notes.append(f"{d['virtual_chunks']} virtual chunks per stage")
         span = d.get("spans_nodes")
         if span is not None:
             notes.append("across nodes" if span else "inside a node")

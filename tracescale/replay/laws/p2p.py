@@ -10,6 +10,9 @@ two-rank group kept each node's time as measured. With a fixed global batch, DP 
 run fewer microbatches as N grows: the p2p nodes' count per step changes with N (as
 ``kernel_pools`` pools kernels whose count changes), and their total per step is fitted as
 one law: ``a`` the bubble (fill and drain do not shrink), ``b/N`` the per-microbatch part.
+Interleaved schedules (virtual stages) read their chunks per rank here too
+(``laws.interleave``): the fill and drain rebuilt per chunk pass, the starved passes of a
+ring with fewer microbatches than stages added to the law.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import pandas as pd
 
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.graph.build import DEV
+from tracescale.replay.laws.interleave import chunk_passes, chunk_reading, peer_counts, with_starved
 from tracescale.replay.laws.nodes import Law, fit_form, fit_law
-from tracescale.replay.links.mesh import PP, MeshDim
+from tracescale.replay.links.mesh import PP, Mesh, MeshDim
 
 #: Classify's collective type of send/recv kernels and calls.
 P2P = "sendrecv"
@@ -52,12 +56,14 @@ def p2p_time(run: RunReplay) -> float:
     return float(g.dur[nodes[ok]].sum()) / 1e9 / max(int(kept.sum()), 1)
 
 
-def fit_p2p_law(runs: Sequence[RunReplay]) -> Law | None:
-    """The p2p nodes' law across the runs (:func:`p2p_law`; None where no run has any)."""
+def fit_p2p_law(runs: Sequence[RunReplay], mesh: Mesh | None = None) -> Law | None:
+    """The p2p nodes' law across the runs (:func:`p2p_law`; None where no run has any), with an
+    interleaved ``mesh``'s starved passes (:func:`interleaved_law`, read on the largest run)."""
     pts = [(r.world_size, p2p_time(r)) for r in runs if p2p_rows(r.coll).any()]
     if not pts:
         return None
-    return p2p_law([n for n, _ in pts], [t for _, t in pts])
+    law = p2p_law([n for n, _ in pts], [t for _, t in pts])
+    return interleaved_law(law, runs[-1], mesh.at(runs[-1].world_size)) if mesh else law
 
 
 def p2p_law(sizes: Sequence[float], values: Sequence[float]) -> Law:
@@ -107,7 +113,45 @@ def fixed_tail(run: RunReplay) -> npt.NDArray[np.bool_]:
     return out
 
 
-def rebuilt_bubble(run: RunReplay, stages: int) -> float | None:
+def stage_reading(run: RunReplay) -> tuple[dict[str, float], float, float] | None:
+    """The representative stage's send/recv nodes per step per neighbour pair, one chunk pass's
+    compute (seconds: microbatch work per step, kernel groups that repeat in every kept step,
+    over the chunk passes per step, ``interleave.chunk_passes``) and ``x``, the quarter-quantile
+    p2p node (a send, or a recv that did not wait: one activation's transfer); None where the
+    stage shows no pass."""
+    rows = p2p_rows(run.coll)
+    if not rows.any() or "pg" not in run.coll:
+        return None
+    g = run.graph
+    kept = run.kept
+    steps = int(kept.sum())
+    in_kept = (g.step >= 0) & kept[np.clip(g.step, 0, None)]
+    all_nodes = run.coll["node"].to_numpy()
+    ok = in_kept[all_nodes] & rows
+    counts = peer_counts(run.coll, ok, steps)
+    passes = chunk_passes(counts)
+    if passes < 1:
+        return None
+    coll = np.zeros(len(g), dtype=np.bool_)
+    coll[all_nodes] = True
+    mine = np.flatnonzero((g.kind == DEV) & in_kept & ~coll)
+    per_step = np.zeros((steps, len(g.groups)))
+    step_of = np.cumsum(kept) - 1
+    np.add.at(per_step, (step_of[g.step[mine]], g.group[mine]), 1.0)
+    repeats = per_step.min(axis=0) >= 2  # in every kept step, more than once: microbatch work
+    work = float(g.dur[mine[repeats[g.group[mine]]]].sum()) / 1e9 / steps
+    x = float(np.quantile(g.dur[all_nodes[ok]], 0.25)) / 1e9
+    return counts, work / passes, x
+
+
+def read_virtual(run: RunReplay) -> int | None:
+    """Model chunks per rank of ``run``'s representative stage (``interleave.chunk_reading``);
+    None without p2p nodes or where its counts cannot tell."""
+    got = stage_reading(run)
+    return chunk_reading(got[0]) if got is not None else None
+
+
+def rebuilt_bubble(run: RunReplay, stages: int, virtual: int = 1) -> float | None:
     """Seconds per step the representative stage waits on the others at infinite N: the 1F1B
     schedule rebuilt with the microbatch count divided away (None where it cannot be read).
 
@@ -118,46 +162,42 @@ def rebuilt_bubble(run: RunReplay, stages: int) -> float | None:
     of the others, and the fill and drain each cross ``p - 1`` links). The law fitted on the
     measured p2p time holds the waits of noisy stages per microbatch (their slowest, steeper
     than the fill's) and the other stages' data loading; scaled down to its ``a`` it put a
-    quarter to most of the bubble elsewhere. Read from this stage's graph, stages assumed
-    balanced (the replay sees one): ``t_f + t_b`` its microbatch compute per step (kernel
-    groups that repeat in the step) over m, m its p2p nodes per step over two per neighbour
-    stage (a send and a recv per microbatch and direction), ``x`` the quarter-quantile p2p
-    node (a send, or a recv that did not wait: one activation's transfer)."""
-    rows = p2p_rows(run.coll)
-    if stages < 2 or not rows.any() or "pg" not in run.coll:
+    quarter to most of the bubble elsewhere. Interleaved (``virtual`` v chunks per rank): the
+    stage idles ``p - 1`` chunk passes, ``(p - 1) (t_f + t_b) / v``, and a microbatch crosses
+    ``v p - 1`` links each way: ``2 (v p - 1) x``. Read from this stage's graph, stages assumed
+    balanced (the replay sees one): one chunk pass and ``x`` by :func:`stage_reading`."""
+    got = stage_reading(run) if stages >= 2 else None
+    if got is None:
         return None
-    g = run.graph
-    kept = run.kept
-    in_kept = (g.step >= 0) & kept[np.clip(g.step, 0, None)]
-    nodes = run.coll["node"].to_numpy()[rows]
-    nodes = nodes[in_kept[nodes]]
-    steps = int(kept.sum())
-    neighbours = len(set(run.coll["pg"].astype(str).to_numpy()[rows]))
-    if not len(nodes) or not steps or not neighbours:
-        return None
-    m = len(nodes) / steps / (2 * neighbours)
-    p2p = np.zeros(len(g), dtype=np.bool_)
-    p2p[run.coll["node"].to_numpy()[rows]] = True
-    coll = np.zeros(len(g), dtype=np.bool_)
-    coll[run.coll["node"].to_numpy()] = True
-    dev = (g.kind == DEV) & in_kept & ~coll
-    mine = np.flatnonzero(dev)
-    per_step = np.zeros((steps, len(g.groups)))
-    step_of = np.cumsum(kept) - 1
-    np.add.at(per_step, (step_of[g.step[mine]], g.group[mine]), 1.0)
-    repeats = per_step.min(axis=0) >= 2  # in every kept step, more than once: microbatch work
-    work = float(g.dur[mine[repeats[g.group[mine]]]].sum()) / 1e9 / steps
-    x = float(np.quantile(g.dur[nodes], 0.25)) / 1e9
-    if m < 1:
-        return None
-    return (stages - 1) * (work / m + 2 * x)
+    _, chunk_s, x = got
+    return (stages - 1) * chunk_s + 2 * (max(virtual, 1) * stages - 1) * x
+
+
+def pipeline_shape(mesh: Sequence[MeshDim]) -> tuple[int, int]:
+    """(stages, model chunks per rank) of a run's mesh; (0, 1) without a readable pipeline
+    (chunks not read: 1, plain 1F1B)."""
+    pp = [d for d in mesh if d.dimension == PP]
+    if not pp or not pp[0].size:
+        return 0, 1
+    return int(pp[0].size), int(pp[0].virtual or 1)
 
 
 def bubble_ratio(run: RunReplay, mesh: Sequence[MeshDim]) -> float | None:
-    """At infinite N, ``run``'s p2p nodes' time as a ratio to their measured time: the 1F1B fill
-    and drain rebuilt for the stage count of its ``mesh`` (:func:`rebuilt_bubble`); None where
-    the stage count or the stage's microbatches cannot be read (the p2p law's limit then)."""
-    stages = [d.size for d in mesh if d.dimension == PP]
-    got = rebuilt_bubble(run, int(stages[0] or 0)) if stages else None
+    """At infinite N, ``run``'s p2p nodes' time as a ratio to their measured time: the fill and
+    drain rebuilt for the stage count and chunks of its ``mesh`` (:func:`rebuilt_bubble`); None
+    where the stage count or the stage's passes cannot be read (the p2p law's limit then)."""
+    stages, virtual = pipeline_shape(mesh)
+    got = rebuilt_bubble(run, stages, virtual) if stages else None
     now = p2p_time(run)
     return got / now if got is not None and now > 0 else None
+
+
+def interleaved_law(law: Law, run: RunReplay, mesh: Sequence[MeshDim]) -> Law:
+    """The p2p ``law`` of an interleaved pipeline with the starved chunk passes where a replica
+    runs fewer microbatches than stages (``interleave.StarvedLaw``); 1F1B: ``law``."""
+    stages, virtual = pipeline_shape(mesh)
+    got = stage_reading(run) if virtual > 1 else None
+    if got is None:
+        return law
+    counts, chunk_s, _ = got
+    return with_starved(law, stages, virtual, chunk_passes(counts), run.world_size, chunk_s)

@@ -11,7 +11,9 @@ then from what the size law says (a group that grows with N and all-reduces is d
 one that all-gathers and reduce-scatters is sharded data parallel: FSDP, ZeRO); anything else
 keeps a neutral name ("group of 4 (allreduce)"). The pipeline's stage count is no group's size
 (its send/recv groups hold two ranks): it is the world size over the other dimensions (expert
-parallel left out: it is carved from data parallel), and said to be inferred.
+parallel left out: it is carved from data parallel), and said to be inferred; its model chunks
+per rank (interleaved 1F1B) are what the replayed stage's send/recv counts read
+(``laws.interleave``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class MeshDim:
     grows: bool  # its size follows N over the runs (the size law the projection uses)
     told_by: str  # "name", "collectives", "size law" or "" (neutral)
     size_inferred: bool = False  # the world size over the other dimensions (a pipeline)
+    #: A pipeline's model chunks per rank (interleaved 1F1B's virtual stages; 1: plain 1F1B),
+    #: read from the replayed stage's send/recv counts (``laws.interleave``); None: not read
+    virtual: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,15 +122,20 @@ def _unnamed(instances: pd.DataFrame, n: int) -> list[tuple[float, tuple[str, ..
 
 
 def _pipeline(
-    n: int, dims: Sequence[MeshDim], keys: Sequence[str], gpus_per_node: int | None
+    n: int,
+    dims: Sequence[MeshDim],
+    keys: Sequence[str],
+    gpus_per_node: int | None,
+    virtual: int | None = None,
 ) -> MeshDim:
-    """The pipeline dimension of the run at ``n`` (``keys``: its send/recv groups)."""
+    """The pipeline dimension of the run at ``n`` (``keys``: its send/recv groups; ``virtual``:
+    its model chunks per rank, where read)."""
     inner = [d.size for d in dims if d.dimension != EP and d.size and d.size < n]
     prod = math.prod(s for s in inner if s)
     stages = n // prod if n % prod == 0 and n // prod >= 2 else None
     role = ", ".join(sorted({key_role(k) for k in keys})) or ""
     spans = _spans(keys, 2.0, gpus_per_node)
-    return MeshDim(PP, role, stages, (P2P,), spans, False, "collectives", True)
+    return MeshDim(PP, role, stages, (P2P,), spans, False, "collectives", True, virtual)
 
 
 def run_meshes(
@@ -133,11 +143,17 @@ def run_meshes(
     roles: Sequence[GroupRole],
     p2p: Mapping[int, Sequence[str]],
     gpus_per_node: int | None,
+    virtual: Mapping[int, int | None] | None = None,
 ) -> Mesh:
     """The mesh of every measured run. ``instances``: world_size, pg, group, collective (no
     send/recv rows; ``roles``: :func:`group_roles` of them); ``p2p``: per world size the
-    pipeline's send/recv group keys."""
+    pipeline's send/recv group keys; ``virtual``: per world size its model chunks per rank
+    (interleaved 1F1B), where read."""
     sizes = sorted({*(int(n) for n in instances.get("world_size", [])), *p2p})
+    # a job's chunks per rank do not change with N: a run whose replayed stage could not tell
+    # (a middle stage) takes the other runs' reading where they agree
+    read = {v for v in (virtual or {}).values() if v is not None}
+    chunks = {n: (virtual or {}).get(n) or (min(read) if len(read) == 1 else None) for n in sizes}
     runs: list[tuple[int, tuple[MeshDim, ...]]] = []
     notes: list[str] = []
     for n in sizes:
@@ -159,7 +175,7 @@ def run_meshes(
             spans = _spans(_keys, size, gpus_per_node)
             dims.append(MeshDim(dim, "", round(size), kinds, spans, grows, told))
         if p2p.get(n):
-            dims.append(_pipeline(n, dims, p2p[n], gpus_per_node))
+            dims.append(_pipeline(n, dims, p2p[n], gpus_per_node, chunks[n]))
         runs.append((n, tuple(dims)))
     return Mesh(tuple(_pipeline_growth(runs)), (*dict.fromkeys(notes), *_ambiguous(runs)))
 
@@ -182,7 +198,7 @@ def _pipeline_growth(
 
 def _with_growth(d: MeshDim, grows: bool) -> MeshDim:
     return MeshDim(d.dimension, d.group, d.size, d.collectives, d.spans_nodes, grows,
-                   d.told_by, d.size_inferred)  # fmt: skip
+                   d.told_by, d.size_inferred, d.virtual)  # fmt: skip
 
 
 def _where(spans: bool | None) -> str:
@@ -217,25 +233,28 @@ def _ambiguous(runs: Sequence[tuple[int, tuple[MeshDim, ...]]]) -> list[str]:
     ]
 
 
+def dim_dict(d: MeshDim) -> dict[str, Any]:
+    """One dimension's JSON form; an interleaved pipeline's adds ``virtual_chunks`` (its model
+    chunks per rank: absent for plain 1F1B or where not read)."""
+    out: dict[str, Any] = {
+        "dimension": d.dimension,
+        "group": d.group,
+        "size": d.size,
+        "collectives": list(d.collectives),
+        "spans_nodes": d.spans_nodes,
+        "grows": d.grows,
+        "told_by": d.told_by,
+        "size_inferred": d.size_inferred,
+    }
+    if d.virtual is not None and d.virtual > 1:
+        out["virtual_chunks"] = d.virtual
+    return out
+
+
 def mesh_dict(mesh: Mesh) -> dict[str, Any]:
     """The JSON form: ``{"runs": {"<N>": [dimension...]}, "warnings": [...]}``."""
     return {
-        "runs": {
-            str(n): [
-                {
-                    "dimension": d.dimension,
-                    "group": d.group,
-                    "size": d.size,
-                    "collectives": list(d.collectives),
-                    "spans_nodes": d.spans_nodes,
-                    "grows": d.grows,
-                    "told_by": d.told_by,
-                    "size_inferred": d.size_inferred,
-                }
-                for d in dims
-            ]
-            for n, dims in mesh.runs
-        },
+        "runs": {str(n): [dim_dict(d) for d in dims] for n, dims in mesh.runs},
         "warnings": list(mesh.warnings),
     }
 
