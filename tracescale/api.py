@@ -157,9 +157,9 @@ def compare(
 
     if fail_on_regression_pct is not None and fail_on_regression_pct < 0:
         raise UsageError("--fail-on-regression takes a percentage >= 0")
-    b = study_of(before, **analyze_options)
-    a = study_of(after, **analyze_options)
-    doc = compare_docs(
-        b.doc, a.doc, fail_on_regression_pct=fail_on_regression_pct, seed=seed, match=match
-    )
+    # Only the documents are kept: a side's typed parts (runs, the replay's graph) are freed
+    # before the other side is analyzed, so the two analyses' peaks never stack.
+    b = study_of(before, **analyze_options).doc
+    a = study_of(after, **analyze_options).doc
+    doc = compare_docs(b, a, fail_on_regression_pct=fail_on_regression_pct, seed=seed, match=match)
     return Comparison(doc=doc)

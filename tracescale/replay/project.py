@@ -56,6 +56,11 @@ F64 = npt.NDArray[np.float64]
 _MIN_ERROR = 0.02
 
 
+#: Most node-duration arrays :meth:`ReplayStudy.split_durations` keeps (the latest asked):
+#: a projection asks for its world size's few variants together, so a few suffice.
+SPLITS_KEPT = 8
+
+
 @dataclass(frozen=True)
 class ReplayPoint:
     """Projected step at one world size."""
@@ -152,6 +157,9 @@ class ReplayStudy:
             got[0].flags.writeable = False
             got[1].flags.writeable = False
             self._memo[key] = got
+            splits = [k for k in self._memo if k[0] == "split"]
+            for old in splits[: max(len(splits) - SPLITS_KEPT, 0)]:
+                del self._memo[old]  # two arrays per node each: a million-step graph's are GBs
         out: tuple[F64, F64, float] = got
         return out
 
