@@ -27,6 +27,7 @@ from tracescale.ingest.trace import RankTrace
 from tracescale.parallel.mapping import run_tasks
 from tracescale.parallel.tasks import RankTask, TaskError
 from tracescale.preflight import Prepared, fail_on_rejected, parse_steps, prepare, store_document
+from tracescale.replay.assumptions import assumed_laws
 from tracescale.runs import run_groups, run_to_dict, select_steps, step_rows
 from tracescale.scaling import analyze_scaling
 from tracescale.scaling.result import ScalingResult, synced_with
@@ -141,7 +142,11 @@ def _replay(
             inter_bandwidth=opts.inter_node_bandwidth,
             inter_latency=opts.inter_node_latency,
         )
+        stated = dict(sdict.get("assumptions") or {})
+        study, assumed = assumed_laws(study, str(sdict["mode"]), stated)
+        notes.extend(a for a in assumed if "not applied" in a)
         notes.extend(apply_replay(sdict, study, ops=ops))
+        sdict["replay"]["assumptions"].extend(a for a in assumed if "not applied" not in a)
         meshes_into_runs(run_dicts, sdict)
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     elif len(runs) == 1 and len(usable) == 1:  # one run: the laws are the stated assumptions

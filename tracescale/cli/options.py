@@ -64,7 +64,8 @@ def parse_what_if(values: tuple[str, ...]) -> dict[str, float]:
 
 
 def parse_assume(values: tuple[str, ...]) -> dict[str, str]:
-    """``sync=parallel`` overrides a category's default assumption for single-run studies."""
+    """``sync=parallel``: a category's stated scaling (the law of a single run; on several
+    runs, a law edit of its nodes in the replay, ``tracescale.replay.assumptions``)."""
     out: dict[str, str] = {}
     for item in values:
         name, sep, kind = item.partition("=")
@@ -266,7 +267,8 @@ def analysis_options(func: F) -> F:
             "--assume",
             multiple=True,
             metavar="CATEGORY=serial|parallel",
-            help="Override a default assumption for single-run studies.",
+            help="State how a category's work scales. One run: its law. Several runs: its "
+            "nodes follow a + b (serial) or (a + b)/N (parallel) instead of the fitted law.",
         ),
         click.option(
             "--rules",

@@ -49,7 +49,7 @@ import numpy as np
 from tracescale.categories import CATEGORIES
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV
-from tracescale.replay.laws.nodes import CONSTANT, Law
+from tracescale.replay.laws.nodes import CONSTANT, parallel_law
 from tracescale.replay.laws.p2p import p2p_rows
 from tracescale.replay.project import ReplayStudy
 from tracescale.replay.scenario import scenario_study
@@ -117,22 +117,6 @@ def _without_bubble(study: ReplayStudy, n: int) -> ReplayStudy | None:
     return dataclasses.replace(study, runs=(*study.runs[:-1], new_base))
 
 
-def _parallel_law(law: Law) -> Law | None:
-    """``law`` with its constant part parallel: ``a + b/N`` -> ``(a + b)/N`` (None: nothing
-    to move, the law is already ``b/N``)."""
-
-    def moved(form: str, coef: tuple[float, ...]) -> tuple[float, ...]:
-        if form == "a":
-            return (coef[0],)
-        if form == "a+b/N":
-            return (coef[0] + coef[1],)
-        return coef
-
-    if law.form == "b/N" or law.value(1.0) <= 0:
-        return None
-    return Law("b/N", moved(law.form, law.coef), "b/N", moved(law.alt_form, law.alt_coef), 0.0)
-
-
 def _compute_parallel(study: ReplayStudy) -> ReplayStudy | None:
     """``study`` with every compute kernel group's constant part parallel (see the module
     docstring); None when no compute group has one."""
@@ -145,7 +129,7 @@ def _compute_parallel(study: ReplayStudy) -> ReplayStudy | None:
     for k in np.unique(g.group[comp]).tolist():
         name = g.groups[k]
         law = study.laws.get(name)
-        new = _parallel_law(law) if law is not None and law is not CONSTANT else None
+        new = parallel_law(law) if law is not None and law is not CONSTANT else None
         if new is None or law is None or law.value(ref) <= 0:
             continue
         factor[k] = new.value(ref) / law.value(ref)

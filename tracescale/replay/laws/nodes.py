@@ -80,6 +80,22 @@ class Law:
 CONSTANT = Law("a", (1.0,), "a", (1.0,), 0.0)
 
 
+def parallel_law(law: Law) -> Law | None:
+    """``law`` with its constant part parallel: ``a + b/N`` -> ``(a + b)/N`` (None: nothing
+    to move, the law is already ``b/N``)."""
+
+    def moved(form: str, coef: tuple[float, ...]) -> tuple[float, ...]:
+        if form == "a":
+            return (coef[0],)
+        if form == "a+b/N":
+            return (coef[0] + coef[1],)
+        return coef
+
+    if law.form == "b/N" or law.value(1.0) <= 0:
+        return None
+    return Law("b/N", moved(law.form, law.coef), "b/N", moved(law.alt_form, law.alt_coef), 0.0)
+
+
 def fit_law(sizes: Sequence[float], values: Sequence[float]) -> Law:
     """The law of one group from its time per step at each measured N (>= 1 point)."""
     n = np.asarray(sizes, dtype=np.float64)
