@@ -23,6 +23,8 @@ from tracescale.classify.top_ops import run_op_table
 from tracescale.classify.work_size import run_input_sizes
 
 _COMM = CAT["communication"]
+#: The collective type of point-to-point send/recv (``classify.collectives``)
+P2P = "sendrecv"
 _ALIGN_THRESHOLD_NS = 200_000  # ranks on one host share a clock; beyond this, assume skew
 # NCCL ends a collective on all members within microseconds; aligned ends scattering by more
 # than this say the offset is not one number over the window.
@@ -109,9 +111,17 @@ def exposed_waits(
 
     Concurrent instances (gloo runs several buckets at once) wait over the same interval: each
     instant of wait is counted once, or the wait exceeds the step (seen on real CPU DDP traces).
+
+    Point-to-point send/recv (``sendrecv``: a pipeline's stages) never wait here: they are no
+    collective instance. A group's k-th p2p on two ranks is rarely one transfer (in 1F1B, stage
+    s sends forward k while stage s+1 sends backward j), and an eager send ends without its
+    recv, so the shortest duration is no transfer; their time stays ``communication``, as the
+    serial fraction's ``pipeline_bubble`` (carved out of communication) reads it. Paired by
+    sequence, a 4-stage pipeline's breakdown gave 2.7-8.3% of the step of its bubble to compute.
     """
     by_rank = {r.rank: r for r in ranks}
-    waiting = coll[(coll["wait"] > 0) & (coll["rank"] != coll["late_rank"])]
+    ok = (coll["wait"] > 0) & (coll["rank"] != coll["late_rank"]) & (coll["collective"] != P2P)
+    waiting = coll[ok]
     claimed_until: dict[int, int] = {}
     for row in waiting.sort_values(["rank", "start_ns"]).itertuples(index=False):
         me = by_rank[int(row.rank)]
