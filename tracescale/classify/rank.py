@@ -149,7 +149,12 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     if kind == "gpu":
         dev_starts = np.sort(np.concatenate([layers[k][0] for k in ("compute", "memcpy", "comm")]))
         sync_ends = np.sort(layers["sync"][1])
-        post_sync = last_at_or_before(sync_ends, seg_s) >= last_at_or_before(dev_starts, seg_s)
+        # After a sync the device waits for the host until the host queues work again, not
+        # until that work starts: a queued copy that starts 8 ms late (vLLM decode on ROCm,
+        # after a 2 us hipEventSynchronize) waits for something else, not for the sync.
+        queued = np.sort(launched[gpu_work]) if len(gpu_work) else dev_starts
+        since = np.maximum(last_at_or_before(dev_starts, seg_s), last_at_or_before(queued, seg_s))
+        post_sync = last_at_or_before(sync_ends, seg_s) >= since
         post_sync &= last_at_or_before(sync_ends, seg_s) > np.iinfo(np.int64).min
         conds = [
             cov["compute"],

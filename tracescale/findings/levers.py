@@ -34,6 +34,7 @@ from tracescale.findings.common import (
     target_of,
     top_ops,
 )
+from tracescale.findings.graph_lever import graph_gain, graph_lever
 from tracescale.replay.levers import op_group
 from tracescale.report.fmt import Unit, label, num, secs, unit_of
 from tracescale.report.names import short_name
@@ -93,7 +94,11 @@ def _copy_wait_context(run: dict[str, Any], now: float, where: str) -> list[tupl
         "waits as long for work this trace does not show (another rank, or its own queue). "
         "Pinned memory and non_blocking=True copies still free the host to run ahead."
     )
-    return [(1.0 + 0.01 * share, Finding(text=text, category="sync", value=share, kind="context"))]
+    # Ranked above the efficiency and optimum context (at most 1.02): a fifth or more of the
+    # step held in a copy says more than where one run's assumed scaling bottoms out; below
+    # every lever (at least MIN_GAIN).
+    rank = 1.02 + 0.009 * share
+    return [(rank, Finding(text=text, category="sync", value=share, kind="context"))]
 
 
 def _trend(first: dict[str, Any], last: dict[str, Any], cat: str, mode: str, unit: Unit) -> str:
@@ -163,7 +168,7 @@ def category_levers(
         now = cat_time(last, cat)
         there = t.breakdown.get(cat, 0.0)
         how_launch = cat == "host" and cat_label(last, cat).startswith("Host launch")
-        if cat == "host" and not how_launch and (_graph_gain(study, t.world_size) or 0) >= MIN_GAIN:
+        if cat == "host" and not how_launch and (graph_gain(study, t.world_size) or 0) >= MIN_GAIN:
             continue  # launches that hide at the measured N: the CUDA-graph lever says it
         if cat == "compute":
             fixed = _parallel_part(first, cat, t.world_size, mode) if not single else there
@@ -181,7 +186,7 @@ def category_levers(
                 how_cat = _HOW_COPY
             how = f"it were {how_cat or _HOW.get(cat, 'removed').format(unit=unit.name)}"
         after = t.step_s - there + min(fixed, there)
-        replayed = _graph_gain(study, t.world_size) if how_launch else None
+        replayed = graph_gain(study, t.world_size) if how_launch else None
         removed = replayed_gain(study, t.world_size, cat)
         if replayed is not None:  # the step replayed with one graph launch: what it buys
             after = t.step_s / replayed
@@ -220,26 +225,8 @@ def category_levers(
             text += _assumed_clause(study, cat, first)
         out.append((gain, Finding(text=text, category=cat, value=gain, kind="lever")))
     if not any(f["category"] == "host" for _, f in out):
-        out += _graph_lever(study, t, count(n_last))
+        out += graph_lever(study, t, last, count(n_last))
     return out
-
-
-def _graph_lever(study: dict[str, Any], t: Target, measured_at: str) -> list[tuple[float, Finding]]:
-    """The CUDA-graph lever where launch time shows in no category at the measured N (the
-    launches hide under device work there) but the replay at the target says a graph buys
-    at least :data:`MIN_GAIN`: kernels shrink below the launch rate as N grows."""
-    gain = _graph_gain(study, t.world_size)
-    if gain is None or gain < MIN_GAIN or t.step_s <= 0:
-        return []
-    where = f"at {unit_of(study).of(t.world_size)}" + (" (projected)" if t.projected else "")
-    text = (
-        f"Kernel launches: the step replayed with one CUDA graph launch per step instead of a "
-        f"launch per kernel would be {speedup_text(gain, t.step_s, t.step_s / gain)} {where}; "
-        f"at {measured_at} the launches still hide under device work, but the kernels shrink "
-        "below the launch rate. Capture the step with CUDA graphs or "
-        'torch.compile(mode="reduce-overhead"), or fuse kernels for more work per launch.'
-    )
-    return [(gain, Finding(text=text, category="host", value=gain, kind="lever"))]
 
 
 def _replayed_levers(study: dict[str, Any], n: int) -> dict[str, Any] | None:
@@ -258,17 +245,6 @@ def replayed_gain(study: dict[str, Any], n: int, lever: str) -> float | None:
     if levers is None:
         return None
     return num(d(levers.get(lever)).get("speedup")) or 1.0
-
-
-def _graph_gain(study: dict[str, Any], n: int) -> float | None:
-    """What one CUDA graph launch per step buys at ``n``: the step replayed with its kernel
-    launches captured (``replay.cuda_graph_gain``); None without a replay at ``n``."""
-    graph = d(d(d(study.get("scaling")).get("replay")).get("cuda_graph"))
-    for p in graph.get("points") or []:
-        gain = num(p.get("speedup")) or 0.0
-        if int(p.get("world_size", -1)) == n and gain > 0:
-            return gain
-    return None
 
 
 def variability_lever(

@@ -35,8 +35,12 @@ MIN_COVERAGE = 0.5
 #: Names that say "one step" in serving engines and training loops.
 _STEP_NAME = re.compile(
     r"(?i)^(step|execute_model|model_step|engine_step|train_step|training_step|"
-    r"forward_step|iteration|decode_step|prefill_step|schedule_and_execute|run_batch)$"
+    r"forward_step|iteration|decode_step|prefill_step|schedule_and_execute|run_batch|"
+    r"execute_context)$"
 )
+#: vLLM's and SGLang's per-step annotation carries the batch's token counts in its name
+#: (``execute_32_context_0(...)_generation_32(...)``, ``execute_context_1(...)``): one key.
+_SERVING_STEP = re.compile(r"^execute_(\d+_)?context_\d+\b.*$")
 _OPTIMIZER = re.compile(r"^Optimizer\.step#")
 _KEY_CUT = re.compile(r"[\[#(].*$")
 #: Data loading repeats once per step but is a phase of it, never the step.
@@ -61,6 +65,8 @@ class Marker:
 
 def marker_key(name: str) -> str:
     """``step[DECODE bs=32]`` -> ``step``; ``Optimizer.step#SGD.step`` -> ``Optimizer.step``."""
+    if _SERVING_STEP.match(name):
+        return "execute_context"
     return _KEY_CUT.sub("", name).strip() or name
 
 
