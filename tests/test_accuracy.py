@@ -35,14 +35,28 @@ def _study(tmp_path: Path, mode: str, seed: int, sets: dict[str, float]):
     params = make_params(sets)
     simulate([1, 2, 4, 8], tmp_path, mode=mode, seed=seed, params=params)
     truth = json.loads((tmp_path / "truth.json").read_text())
-    study = analyze(str(tmp_path), jobs=1, project=[32], mode="auto")
+    study = analyze(str(tmp_path), jobs=1, project=[32], mode="auto", no_cache=True)
     return params, truth, study
 
 
+@pytest.fixture(scope="module")
+def case_study(tmp_path_factory: pytest.TempPathFactory):
+    """Function: a case's (params, truth, study), simulated and analyzed once per module (the
+    Amdahl test reads the comm-heavy case's runs, which its accuracy test analyzes too)."""
+    done: dict[str, tuple] = {}
+
+    def get(case: str) -> tuple:
+        if case not in done:
+            done[case] = _study(tmp_path_factory.mktemp("acc"), *CASES[case])
+        return done[case]
+
+    return get
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_breakdown_and_projection_match_truth(tmp_path: Path, case: str) -> None:
-    mode, seed, sets = CASES[case]
-    params, truth, study = _study(tmp_path, mode, seed, sets)
+def test_breakdown_and_projection_match_truth(case_study, case: str) -> None:
+    mode = CASES[case][0]
+    params, truth, study = case_study(case)
     entry = study.studies[0]
     assert entry["mode"] == mode, entry["mode_reason"]
     for run in entry["runs"]:
@@ -70,12 +84,12 @@ def test_breakdown_and_projection_match_truth(tmp_path: Path, case: str) -> None
         assert point["karp_flatt"] == pytest.approx((1 / s - 1 / n) / (1 - 1 / n), rel=1e-9)
 
 
-def test_plain_amdahl_misses_comm_heavy_truth(tmp_path: Path) -> None:
+def test_plain_amdahl_misses_comm_heavy_truth(case_study) -> None:
     """Ignoring communication growth (Amdahl on the measured N=1..8 step times) is far off."""
     import numpy as np
 
-    mode, seed, sets = CASES["strong-comm-heavy"]
-    params, _truth, study = _study(tmp_path, mode, seed, sets)
+    mode, _seed, _sets = CASES["strong-comm-heavy"]
+    params, _truth, study = case_study("strong-comm-heavy")
     runs = study.studies[0]["runs"]
     n = np.array([r["world_size"] for r in runs], dtype=float)
     t = np.array([r["step_time_s"]["mean"] for r in runs])

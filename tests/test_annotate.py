@@ -157,6 +157,12 @@ def annotated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def sim_study() -> tracescale.Study:
+    """The shipped study analyzed once for the module (read, never edited, by its tests)."""
+    return tracescale.analyze(SIM, jobs=1, no_cache=True)
+
+
 def _files(out: Path) -> list[Path]:
     files = sorted(out.rglob("*.pt.trace.json.gz"))
     assert len(files) == 15
@@ -247,9 +253,10 @@ def test_counts_take_their_number() -> None:
     ]
 
 
-def test_category_slices_sum_to_each_step(annotated: Path) -> None:
-    study = tracescale.analyze(SIM, jobs=1, no_cache=True)
-    waits = _check_against_report(study, [(f, int(f.parent.name[2:])) for f in _files(annotated)])
+def test_category_slices_sum_to_each_step(annotated: Path, sim_study: tracescale.Study) -> None:
+    waits = _check_against_report(
+        sim_study, [(f, int(f.parent.name[2:])) for f in _files(annotated)]
+    )
     assert waits > 0, "the study has waits for late ranks (rank 0's reduction)"
 
 
@@ -277,8 +284,10 @@ def test_timestamps_keep_nanoseconds(annotated: Path) -> None:
     )
 
 
-def test_reanalysis_gives_the_identical_document(annotated: Path) -> None:
-    original = tracescale.analyze(SIM, jobs=1, no_cache=True)
+def test_reanalysis_gives_the_identical_document(
+    annotated: Path, sim_study: tracescale.Study
+) -> None:
+    original = sim_study
     again = tracescale.analyze(annotated, jobs=1, no_cache=True)
     assert _norm(again) == _norm(original)
 

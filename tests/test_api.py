@@ -68,6 +68,13 @@ def sim_faster(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def sim_analyzed(sim_study: Path) -> tracescale.Study:
+    """``tracescale.analyze(sim_study, jobs=1, no_cache=True)``, once for the module: the
+    tests below read it (render, save, compare) and never edit it."""
+    return tracescale.analyze(sim_study, jobs=1, no_cache=True)
+
+
 def _real(shared: Path, rel: str) -> Path:
     path = shared / rel
     if not path.exists():
@@ -78,9 +85,10 @@ def _real(shared: Path, rel: str) -> Path:
 # -- the CLI's JSON, reproduced exactly --------------------------------------------------------
 
 
-def _check_cli_equals_api(path: Path) -> tracescale.Study:
+def _check_cli_equals_api(path: Path, study: tracescale.Study | None = None) -> tracescale.Study:
     cli_doc = _cli_json("analyze", str(path), "--format", "json", "-j1", "--no-cache", "-q")
-    study = tracescale.analyze(path, jobs=1, no_cache=True)
+    if study is None:
+        study = tracescale.analyze(path, jobs=1, no_cache=True)
     assert json.loads(study.to_json()) == cli_doc
     return study
 
@@ -95,8 +103,8 @@ def test_cli_json_equals_api_hta_trace_filter(shared_traces: Path) -> None:
     assert study.runs[0]["world_size"] == 128
 
 
-def test_cli_json_equals_api_simulated(sim_study: Path) -> None:
-    study = _check_cli_equals_api(sim_study)
+def test_cli_json_equals_api_simulated(sim_study: Path, sim_analyzed: tracescale.Study) -> None:
+    study = _check_cli_equals_api(sim_study, sim_analyzed)
     assert [r["world_size"] for r in study.runs] == [1, 2, 4]
 
 
@@ -138,8 +146,8 @@ def test_cli_options_reach_the_api(sim_study: Path) -> None:
 # -- a notebook session ------------------------------------------------------------------------
 
 
-def test_notebook_session(sim_study: Path, tmp_path: Path) -> None:
-    study = tracescale.analyze(sim_study, jobs=1, no_cache=True)
+def test_notebook_session(sim_analyzed: tracescale.Study, tmp_path: Path) -> None:
+    study = sim_analyzed
     assert isinstance(study, tracescale.Study)
 
     # Tidy breakdown: one row per world size, rank, step and category, in seconds.
@@ -203,8 +211,10 @@ def _compare(before: Any, after: Any, **kwargs: Any) -> tracescale.Comparison:
     return tracescale.compare(before, after, **kwargs)
 
 
-def test_compare_before_after(sim_study: Path, sim_faster: Path, tmp_path: Path) -> None:
-    before = tracescale.analyze(sim_study, jobs=1, no_cache=True)
+def test_compare_before_after(
+    sim_analyzed: tracescale.Study, sim_faster: Path, tmp_path: Path
+) -> None:
+    before = sim_analyzed
     after = tracescale.analyze(sim_faster, jobs=1, no_cache=True)
     cmp = _compare(before, after)
     assert isinstance(cmp, tracescale.Comparison)

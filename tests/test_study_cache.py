@@ -20,15 +20,17 @@ import tracescale
 from tracescale import api, pipeline
 from tracescale.cli.main import cli
 from tracescale.parallel import study_cache
-from tracescale.simulate import simulate
+from tracescale.simulate import make_params, simulate
 
 FORMATS = ("table", "markdown", "html", "json")
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three runs (7 rank files) of a small model: the cache's behaviour, not the numbers, is
+    what these tests read, and every cold analyze pays for the study's size."""
     out = tmp_path_factory.mktemp("src")
-    simulate([1, 2, 4], out, steps=4)
+    simulate([1, 2, 4], out, steps=3, params=make_params({"layers": 2}))
     return out
 
 
