@@ -20,7 +20,6 @@ from tracescale.comparison.ops import biggest_op_change, op_changes
 from tracescale.errors import EXIT_INVALID_TRACE, EXIT_OK, EXIT_REGRESSION, UsageError
 from tracescale.report.fmt import label, num
 from tracescale.report.names import short_name
-from tracescale.scaling.blocks import MAX_RESAMPLED, resampled_means
 
 #: Changes smaller than this (in %) are "unchanged" even when significant: noise floor for CI.
 MIN_CHANGE_PCT = 1.0
@@ -56,6 +55,8 @@ def bootstrap_change_pct(
 ) -> tuple[float, float] | None:
     """90% interval of the change of the mean step time in %, resampling steps on both sides
     (in ``MAX_RESAMPLED`` blocks of consecutive steps where a side has more steps)."""
+    from tracescale.scaling.blocks import resampled_means  # not scaling/__init__'s imports
+
     b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     if b.size < 2 or a.size < 2 or not (np.all(np.isfinite(b)) and np.all(np.isfinite(a))):
         return None
@@ -129,6 +130,8 @@ def compare_runs(
         significant, method = False, NOT_COMPARABLE
     elif ci is not None:
         significant = bool(ci[0] > 0 or ci[1] < 0)
+        from tracescale.scaling.blocks import MAX_RESAMPLED
+
         blocked = max(len(tb), len(ta)) > MAX_RESAMPLED
         method = (
             f"bootstrap over {MAX_RESAMPLED:,} blocks of steps"
