@@ -29,3 +29,7 @@ COLLECTIVE_TYPES: Final[tuple[str, ...]] = (
 #: The ``cat`` of the events ``tracescale annotate`` adds to a trace (its attribution tracks):
 #: ingest skips them, so an annotated trace analyzes exactly like the original.
 ANNOTATION_CAT: Final[str] = "tracescale"
+
+#: Prefix of a top op's name where activation checkpointing ran it again in backward
+#: (``classify.recompute``): compute, named as the lever it is.
+RECOMPUTE_PREFIX: Final[str] = "recompute: "

@@ -17,6 +17,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.blocking import blocking_copies, capture_note
 from tracescale.classify.collectives import collective_instances, type_layers
 from tracescale.classify.gpu_metrics import add_gpu_columns
+from tracescale.classify.recompute import recomputed
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
 from tracescale.classify.timeline import (
     BOOL,
@@ -195,8 +196,9 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     if len(gpu_work):  # HTA-compatible GPU measures per step, beside the step table
         add_gpu_columns(steps, trace, win, launched, dev_t, gpu_work)
     segs = merge_runs(seg_s[in_step], seg_e[in_step], seg_cat[in_step])
+    again = recomputed(trace, launched)
     ops = rank_op_seconds(
-        trace, masks, kind, seg_s, seg_cat, length, step_idx, in_step, win.numbers
+        trace, masks, kind, seg_s, seg_cat, length, step_idx, in_step, win.numbers, again
     )
     comm_by_type: dict[str, float] = {}
     comm_seg = in_step & (seg_cat == CAT["communication"])

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.categories import CATEGORIES
+from tracescale.classify.recompute import PREFIX
 from tracescale.classify.timeline import BOOL, CAT, I64
 from tracescale.ingest.trace import RankTrace
 
@@ -132,6 +133,17 @@ def _innermost(
     return out
 
 
+#: A recomputed owner's name id ``i`` is kept as ``_RECOMPUTED - i`` (below -1: never an id).
+_RECOMPUTED = -2
+
+
+def _names(trace: RankTrace, ids: npt.NDArray[np.int32]) -> list[str]:
+    """Names of owner ids, a recomputed one's with :data:`recompute.PREFIX`."""
+    again = ids <= _RECOMPUTED
+    plain = trace.names(np.where(again, _RECOMPUTED - ids, ids).astype(np.int32))
+    return [PREFIX + n if a else n for n, a in zip(plain, again.tolist(), strict=True)]
+
+
 def rank_op_seconds(
     trace: RankTrace,
     layer_masks: Mapping[str, BOOL],
@@ -142,12 +154,14 @@ def rank_op_seconds(
     step_idx: I64,
     in_step: BOOL,
     step_numbers: npt.NDArray[np.int64],
+    recompute: BOOL | None = None,
 ) -> pd.DataFrame:
     """Seconds per (step, category, name) of one rank: :data:`OP_COLUMNS`.
 
     ``layer_masks`` are the event masks behind classify/rank.py's layers (by layer name); the
     elementary segments already start at every boundary of those events, so one owner per
-    segment is exact.
+    segment is exact. ``recompute``: per event, re-run by activation checkpointing
+    (:mod:`tracescale.classify.recompute`); such compute is named ``recompute: NAME``.
     """
     import pandas as pd
 
@@ -171,12 +185,16 @@ def rank_op_seconds(
             mask = mask & (ev.dur > 0)  # zero-length events own nothing and break nesting
             if not mask.any():
                 continue
-            todo = name < 0
-            found = _innermost(
-                ev.start[mask], ev.start[mask] + ev.dur[mask], ev.name[mask], at[todo]
-            )
-            name[todo] = found
-        named = name >= 0
+            todo = name == -1
+            owner = np.flatnonzero(mask).astype(np.int32)
+            found = _innermost(ev.start[mask], ev.start[mask] + ev.dur[mask], owner, at[todo])
+            hit = found >= 0
+            ids = np.where(hit, ev.name[np.clip(found, 0, None)], -1).astype(np.int32)
+            if cat == "compute" and recompute is not None:
+                again = hit & recompute[np.clip(found, 0, None)]
+                ids[again] = _RECOMPUTED - ids[again]  # decoded by _names
+            name[todo] = ids
+        named = name != -1
         if not named.any():
             continue
         frames.append(
@@ -195,7 +213,7 @@ def rank_op_seconds(
     sums = raw.groupby(["step_idx", "category", "name_id"], as_index=False)["seconds"].sum()
     # Everything after this works on names, not string ids: ids depend on the file's string
     # order, and equal times must break ties the same way in any file holding the same events.
-    sums["name"] = trace.names(sums["name_id"].to_numpy(dtype=np.int32))
+    sums["name"] = _names(trace, sums["name_id"].to_numpy(dtype=np.int32))
     totals = sums.groupby(["category", "name"], as_index=False)["seconds"].sum()
     totals = totals.sort_values(
         ["category", "seconds", "name"], ascending=[True, False, True], kind="mergesort"
