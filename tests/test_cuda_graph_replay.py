@@ -47,12 +47,28 @@ def _study(tmp_path: Path, pattern: str, seed: int, sets: dict[str, float | int]
     )  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Function: a case's (folder, truth), simulated once for the module (the pinned-projection
+    test reads the ddp case's traces, which its own case analyzes too; neither writes there)."""
+    done: dict[str, tuple[Path, dict]] = {}  # type: ignore[type-arg]
+
+    def get(pattern: str, seed: int, sets: dict[str, float | int]) -> tuple[Path, dict]:  # type: ignore[type-arg]
+        key = repr((pattern, seed, sorted(sets.items())))
+        if key not in done:
+            where = tmp_path_factory.mktemp("graph")
+            done[key] = (where, _study(where, pattern, seed, sets))
+        return done[key]
+
+    return get
+
+
 @pytest.mark.parametrize(("pattern", "seed", "sets"), CASES)
 def test_graph_study_attribution_replay_and_projection(
-    tmp_path: Path, pattern: str, seed: int, sets: dict[str, float | int]
+    simulated, pattern: str, seed: int, sets: dict[str, float | int]
 ) -> None:
-    truth = _study(tmp_path, pattern, seed, sets)
-    entry = analyze(str(tmp_path), jobs=1, no_cache=True, project=TARGETS).studies[0]
+    where, truth = simulated(pattern, seed, sets)
+    entry = analyze(str(where), jobs=1, no_cache=True, project=TARGETS).studies[0]
     for run in entry["runs"]:
         true = truth["runs"][str(run["world_size"])]
         assert run["replay_error"] <= 0.01, (pattern, run["world_size"])
@@ -65,12 +81,12 @@ def test_graph_study_attribution_replay_and_projection(
         assert lo <= true <= hi, (pattern, k, lo, true, hi)
 
 
-def test_graph_kernels_share_the_launch_and_follow_each_other(tmp_path: Path) -> None:
+def test_graph_kernels_share_the_launch_and_follow_each_other(simulated) -> None:
     """As Kineto writes a graph replay: every graph kernel carries the cudaGraphLaunch's
     correlation and has no launch of its own; the replay links each one after the graph node
     before it on its stream, with the device gap as its lag, not its offset from the launch."""
-    _study(tmp_path, "ddp,cuda_graph", 3, {"layers": 8})
-    path = next((tmp_path / "ws2").glob("*.json.gz"))
+    where, _ = simulated("ddp,cuda_graph", 3, {"layers": 8})
+    path = next((where / "ws2").glob("*.json.gz"))
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     launches = {e["args"]["correlation"] for e in events if e["name"] == "cudaGraphLaunch"}
     graphed = [e for e in events if e.get("cat") == "kernel"
@@ -86,15 +102,15 @@ def test_graph_kernels_share_the_launch_and_follow_each_other(tmp_path: Path) ->
 
 
 def test_without_the_graph_chains_the_projection_is_pinned(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    simulated, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The defect this replaces: each graph kernel's offset from the launch kept as its launch
     latency pins the graph to its measured timing, and the projection falls far short."""
-    truth = _study(tmp_path, "ddp,cuda_graph", 0, {"layers": 32})
+    where, truth = simulated("ddp,cuda_graph", 0, {"layers": 32})
     monkeypatch.setattr(
         graph_mod, "chain_graph_nodes", lambda t, d, idx, corr, first: np.zeros(len(idx), bool)
     )
-    entry = analyze(str(tmp_path), jobs=1, no_cache=True, project=TARGETS).studies[0]
+    entry = analyze(str(where), jobs=1, no_cache=True, project=TARGETS).studies[0]
     last = entry["scaling"]["projections"][-1]
     assert last["speedup"] / truth["speedup"]["32"] - 1 < -0.2
 
@@ -130,10 +146,10 @@ def test_public_graph_traces_replay_and_count_graph_kernels_as_device_work(
     assert set(np.unique(g.category[chained]).tolist()) <= device_cats
 
 
-def test_hip_graph_launches_chain_as_cuda_ones(tmp_path: Path) -> None:
+def test_hip_graph_launches_chain_as_cuda_ones(simulated, tmp_path: Path) -> None:
     """ROCm writes hipGraphLaunch: the same graph, the same chains."""
-    _study(tmp_path, "ddp,cuda_graph", 3, {"layers": 8})
-    path = next((tmp_path / "ws2").glob("*.json.gz"))
+    where, _ = simulated("ddp,cuda_graph", 3, {"layers": 8})
+    path = next((where / "ws2").glob("*.json.gz"))
     doc = json.loads(gzip.decompress(path.read_bytes()))
     for e in doc["traceEvents"]:
         if e.get("name") == "cudaGraphLaunch":

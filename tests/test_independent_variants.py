@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,13 +68,31 @@ def _small(name: str) -> Pattern:
     return replace(VARIANTS[name](), **SMALL[name])  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
-def test_variant_projection_meets_targets(tmp_path: Path, name: str) -> None:
+def _variant_study(name: str, root: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """(folder, truth, study entry) of a SMALL variant, projected to its targets."""
     p = _small(name)
-    where = tmp_path / name.replace("/", "_")
+    where = root / name.replace("/", "_")
     truth = build_study(p, str(where))
     study = analyze(where, project=list(p.targets), jobs=1, no_cache=True, **GIVEN.get(name, {}))
-    entry = study.studies[0]
+    return where, truth, study.studies[0]
+
+
+@pytest.fixture(scope="module")
+def hsdp8(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """The HSDP 8-per-node variant, built and analyzed once: its targets case and the mesh
+    naming test (its traces' group names, its replay's assumptions) read the same study."""
+    return _variant_study("hsdp/8-per-node", tmp_path_factory.mktemp("hsdp8"))
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_variant_projection_meets_targets(
+    tmp_path: Path, name: str, request: pytest.FixtureRequest
+) -> None:
+    p = _small(name)
+    if name == "hsdp/8-per-node":
+        _, truth, entry = request.getfixturevalue("hsdp8")
+    else:
+        _, truth, entry = _variant_study(name, tmp_path)
     if name in GIVEN:  # the warning names the link it assumed
         assert any("assumed the given inter-node latency 30 us" in w for w in entry["warnings"])
     assert_meets_targets(entry, truth, p.targets)
@@ -114,16 +133,15 @@ def test_variant_traces_carry_their_conventions(tmp_path: Path) -> None:
     assert not {"cudaStreamWaitEvent", "cudaEventRecord"} & {e["name"] for e in doc["traceEvents"]}
 
 
-def test_hsdp_traces_name_the_mesh_as_device_mesh_does(tmp_path: Path) -> None:
+def test_hsdp_traces_name_the_mesh_as_device_mesh_does(
+    hsdp8: tuple[Path, dict[str, Any], dict[str, Any]],
+) -> None:
     """The HSDP study's groups carry DeviceMesh's names (numbered per slice, so another on every
     node), descriptions and pg_config, and its projection reads the shard group as the one that
     stays and the replicate group as the one that grows, saying why."""
-    p = replace(VARIANTS["hsdp/8-per-node"](), layers=2, steps=2)
-    build_study(p, str(tmp_path / "s"))
+    where, _, entry = hsdp8  # measured at 2, 4, 8, 16; projected to 32, 64, 128
     for r, (shard, rep) in ((0, ("9", "1")), (9, ("10", "2"))):
-        doc = json.loads(
-            next((tmp_path / "s" / "16gpus").glob(f"*.{1733000000000 + r}.*")).read_text()
-        )
+        doc = json.loads(next((where / "16gpus").glob(f"*.{1733000000000 + r}.*")).read_text())
         comms = [e["args"] for e in doc["traceEvents"] if e.get("name") == "record_param_comms"]
         named = {(a["Process Group Name"], a["Process Group Description"], a["Process Group Ranks"])
                  for a in comms}  # fmt: skip
@@ -134,7 +152,6 @@ def test_hsdp_traces_name_the_mesh_as_device_mesh_does(tmp_path: Path) -> None:
         }
         config = {(g["pg_name"], g["pg_desc"]) for g in doc["distributedInfo"]["pg_config"]}
         assert config == {("0", "default_pg"), (shard, "mesh_dp_shard"), (rep, "mesh_dp_replicate")}
-    entry = analyze(tmp_path / "s", project=[32], jobs=1, no_cache=True).studies[0]
     said = entry["scaling"]["replay"]["assumptions"]
     assert any("group mesh_dp_replicate grows like N, group mesh_dp_shard stays" in a for a in said)
     assert any("mesh_dp_replicate's member stride (8 at N=16) stays; its size grows like N" in a

@@ -61,10 +61,25 @@ def test_measured_or_supplied_inter_tier_has_no_plausible_range() -> None:
     assert got.inv_bw == pytest.approx(1 / 5e9)
 
 
-def _study(tmp_path: Path, overrides: dict[str, float | int]) -> tuple[dict[str, float], Path]:
+def _simulate(tmp_path: Path, overrides: dict[str, float | int]) -> tuple[dict[str, float], Path]:
     params = pattern_params("multinode", overrides)
     truth = simulate(SIZES, tmp_path, pattern="multinode", seed=0, truth_at=TARGETS, params=params)
     return truth["speedup"], tmp_path
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Function: the (true speedups, folder) of a preset, simulated once for the module (the
+    plain preset is read by two tests; analyze with no_cache writes nothing there)."""
+    done: dict[str, tuple[dict[str, float], Path]] = {}
+
+    def get(overrides: dict[str, float | int]) -> tuple[dict[str, float], Path]:
+        key = repr(sorted(overrides.items()))
+        if key not in done:
+            done[key] = _simulate(tmp_path_factory.mktemp("tier"), overrides)
+        return done[key]
+
+    return get
 
 
 @pytest.mark.parametrize(
@@ -76,9 +91,9 @@ def _study(tmp_path: Path, overrides: dict[str, float | int]) -> tuple[dict[str,
     ids=["inter_1_6", "inter_1_10"],
 )
 def test_interval_covers_truth_past_the_measured_node(
-    tmp_path: Path, overrides: dict[str, float | int]
+    studies, overrides: dict[str, float | int]
 ) -> None:
-    truth, path = _study(tmp_path, overrides)
+    truth, path = studies(overrides)
     entry = analyze(str(path), jobs=1, no_cache=True, project=TARGETS).studies[0]
     warning = next(w for w in entry["warnings"] if "no inter-node collective" in w)
     assert "1/12 of its bandwidth" in warning
@@ -90,8 +105,8 @@ def test_interval_covers_truth_past_the_measured_node(
         assert proj["speedup"] > true
 
 
-def test_supplied_inter_node_link_keeps_a_narrow_interval(tmp_path: Path) -> None:
-    truth, path = _study(tmp_path, {})
+def test_supplied_inter_node_link_keeps_a_narrow_interval(studies) -> None:
+    truth, path = studies({})
     entry = analyze(
         str(path),
         jobs=1,
