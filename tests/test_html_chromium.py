@@ -175,14 +175,14 @@ def test_png_decoder_on_a_known_image() -> None:
     assert img[4].tolist() == [[4, 5, 5], [7, 8, 8]]
 
 
-def test_real_sample_study_report(tmp_path: Path) -> None:
-    """The demo study's own report (the README's screenshot comes from here)."""
-    from tracescale.pipeline import analyze
-
+def test_real_sample_study_report(tmp_path: Path, analyzed_doc) -> None:
+    """The demo study's own report (the README's screenshot comes from here); its document is
+    the session's analysis of the shipped study (conftest's analyzed_doc, also drawn by the
+    layout tests)."""
     browser = _chromium()
-    study = analyze(str(ROOT / "sample_traces" / "sim_gpu_strong"), jobs=1, no_cache=True)
+    doc = analyzed_doc(ROOT / "sample_traces" / "sim_gpu_strong")
     page = tmp_path / "sample.html"
-    page.write_text(study.render("html"), encoding="utf-8")
+    page.write_text(render(doc, "html"), encoding="utf-8")
     assert page.stat().st_size < 5 * 1024 * 1024
     dom = _check_page(browser, page, tmp_path)
     assert dom.count("<svg") >= 5

@@ -99,15 +99,16 @@ def _compare() -> tracescale.Comparison:
 
 
 @pytest.fixture(scope="module")
-def shipped() -> Study:
-    """Every shipped sample study, analyzed together (a parent of several studies)."""
-    return tracescale.analyze(SAMPLES, jobs=1, no_cache=True)
+def shipped(analyzed_doc) -> list[Study]:  # type: ignore[no-untyped-def]
+    """Every shipped sample study, each its own one-study document (conftest's analyzed_doc:
+    analyzed once per session, shared with the layout and Chromium tests)."""
+    return [Study(doc=analyzed_doc(d)) for d in sorted(SAMPLES.iterdir()) if d.is_dir()]
 
 
-def test_every_shipped_study_is_self_contained(shipped: Study) -> None:
-    assert len(shipped.studies) == 3
-    for i in range(len(shipped.studies)):
-        one = Study(doc={**shipped.doc, "studies": [shipped.studies[i]]})
+def test_every_shipped_study_is_self_contained(shipped: list[Study]) -> None:
+    assert len(shipped) == 3
+    for one in shipped:
+        assert len(one.studies) == 1
         html = one._repr_html_()
         assert not re.search(r"https?:", html, re.I), "no network reference"
         assert html.startswith('<div class="tracescale-report"')
