@@ -73,6 +73,11 @@ class RankResult:
     unknown_devices: tuple[str, ...] = ()
 
 
+#: Device work that starts this long after it was queued waited for something other than the
+#: host (another stream, another process): a sync's stall ends where it was queued.
+QUEUED_LONG_NS = 1_000_000
+
+
 def _mask_names(trace: RankTrace, pred: Callable[[str], bool]) -> BOOL:
     """Per event, whether its name satisfies ``pred``: a prefix test here, never one that tells
     ``ProfilerStep#N`` numbers apart, so the step names are asked once (``steps_alike``)."""
@@ -150,10 +155,13 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     if kind == "gpu":
         dev_starts = np.sort(np.concatenate([layers[k][0] for k in ("compute", "memcpy", "comm")]))
         sync_ends = np.sort(layers["sync"][1])
-        # After a sync the device waits for the host until the host queues work again, not
-        # until that work starts: a queued copy that starts 8 ms late (vLLM decode on ROCm,
-        # after a 2 us hipEventSynchronize) waits for something else, not for the sync.
-        queued = np.sort(launched[gpu_work]) if len(gpu_work) else dev_starts
+        # After a sync the device's idle time is the sync's until the next device work
+        # starts: the sync drained the queue, so the next launch's latency is exposed too.
+        # Work queued long before it starts (QUEUED_LONG: a copy 8 ms late in a vLLM decode
+        # on ROCm, after a 2 us hipEventSynchronize) waits for something else: from its
+        # queueing on, that idle time is not the sync's.
+        late = gpu_work[ev.start[gpu_work] - launched[gpu_work] > QUEUED_LONG_NS]
+        queued = np.sort(launched[late]) if len(late) else dev_starts
         since = np.maximum(last_at_or_before(dev_starts, seg_s), last_at_or_before(queued, seg_s))
         post_sync = last_at_or_before(sync_ends, seg_s) >= since
         post_sync &= last_at_or_before(sync_ends, seg_s) > np.iinfo(np.int64).min
