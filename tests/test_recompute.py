@@ -102,6 +102,26 @@ def test_real_checkpointed_traces_name_and_find_the_recomputation(
     # formulas' mm never is
     assert RECOMPUTE_PREFIX + "aten::addmm" in again
     assert not any(n.endswith("aten::mm") for n in again)
-    (found,) = [f for f in study["findings"] if f["text"].startswith("Activation recomputation")]
-    assert found["kind"] == "context" and found["value"] >= 0.05
+    run = study["runs"][0]
+    listed = sum(e["seconds"] for e in run["top_ops"]["compute"] if e["name"] in again)
+    assert run["recompute_s"] >= listed > 0  # all of it, the names past the kept ones too
+    # the finding exactly where recomputation is 5% of the step (CPU timings vary run to run)
+    share = run["recompute_s"] / run["step_time_s"]["mean"]
+    found = [f for f in study["findings"] if f["text"].startswith("Activation recomputation")]
+    assert [f["value"] for f in found] == ([pytest.approx(share)] if share >= 0.05 else [])
+    assert all(f["kind"] == "context" for f in found)
     json.dumps(study)  # the document stays serializable
+
+
+def test_the_finding_says_the_recomputed_share_from_five_percent() -> None:
+    from tracescale.findings.recompute import recompute_finding
+
+    def run(recompute_s: float) -> dict[str, Any]:
+        return {"world_size": 8, "step_time_s": {"mean": 0.1}, "recompute_s": recompute_s}
+
+    assert recompute_finding([run(0.0049)]) == []
+    ((rank, found),) = recompute_finding([run(0.02)])
+    assert rank == pytest.approx(1.02) and found["value"] == pytest.approx(0.2)
+    assert found["text"].startswith(
+        "Activation recomputation: 20.0 ms per step (20% of the step) runs forward work again"
+    )

@@ -21,7 +21,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import RankResult
 from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
 from tracescale.classify.stragglers import find_stragglers
-from tracescale.classify.top_ops import run_top_ops
+from tracescale.classify.top_ops import recompute_seconds, run_top_ops
 from tracescale.errors import InvalidTraceError, UsageError
 from tracescale.ingest.discover import RunSpec
 from tracescale.ingest.group import pooled_windows_note
@@ -234,6 +234,8 @@ def run_to_dict(run: RunBreakdown, *, rows: bool = True) -> dict[str, Any]:
             for e, r, off, sc in run.clock_offsets
         ],
         "top_ops": run_top_ops(run.ops),
+        # activation checkpointing's forward run again (``recompute: `` top ops), all of it
+        "recompute_s": recompute_seconds(run.ops),
         "stragglers": find_stragglers(steps),
         "warnings": list(run.warnings),
     }

@@ -222,7 +222,10 @@ def rank_op_seconds(
     kept = set(zip(keep["category"], keep["name"], strict=True))
     is_kept = [(c, n) in kept for c, n in zip(sums["category"], sums["name"], strict=True)]
     names = sums["name"].to_numpy(dtype=object)
-    names[~np.asarray(is_kept, dtype=np.bool_)] = OTHER
+    dropped = ~np.asarray(is_kept, dtype=np.bool_)
+    again = np.array([str(n).startswith(PREFIX) for n in names], dtype=np.bool_)
+    names[dropped & ~again] = OTHER
+    names[dropped & again] = PREFIX + OTHER  # so every recomputed second stays named so
     out = pd.DataFrame(
         {
             "step": step_numbers[sums["step_idx"].to_numpy(dtype=np.int64)],
@@ -295,6 +298,15 @@ RUN_OP_COLUMNS = (
     "step_sd",
     "steps",
 )
+
+
+def recompute_seconds(table: pd.DataFrame) -> float:
+    """Seconds per step of compute that activation checkpointing ran again: every
+    ``recompute: `` row of the run's table, kept names and the rest alike."""
+    if table is None or not len(table):
+        return 0.0
+    again = (table["category"] == "compute") & table["name"].astype(str).str.startswith(PREFIX)
+    return float(table.loc[again, "seconds"].sum())
 
 
 def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:

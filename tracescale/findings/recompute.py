@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracescale.categories import RECOMPUTE_PREFIX
-from tracescale.findings.common import Finding, mean_step, top_ops
+from tracescale.findings.common import Finding, mean_step
 from tracescale.report.fmt import num, secs
 
 #: Recomputation below this share of the step is not worth a finding.
@@ -19,13 +18,11 @@ MIN_SHARE = 0.05
 
 
 def recompute_finding(runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]:
-    """The largest run's recomputed forward work, where it is 5% of the step or more."""
+    """The largest run's recomputed forward work (``recompute_s``: every ``recompute: `` top
+    op, those past the kept names too), where it is 5% of the step or more."""
     last = runs[-1]
     step = mean_step(last)
-    again = [
-        e for e in top_ops(last, "compute") if str(e.get("name", "")).startswith(RECOMPUTE_PREFIX)
-    ]
-    seconds = sum(num(e.get("seconds")) or 0.0 for e in again)
+    seconds = num(last.get("recompute_s")) or 0.0
     share = seconds / step if step > 0 else 0.0
     if share < MIN_SHARE:
         return []
@@ -35,6 +32,5 @@ def recompute_finding(runs: list[dict[str, Any]]) -> list[tuple[float, Finding]]
         "checkpoint fewer layers or recompute selectively (only the activations that are "
         "cheap to recompute and costly to store, such as attention)."
     )
-    return [
-        (1.0 + 0.1 * share, Finding(text=text, category="compute", value=share, kind="context"))
-    ]
+    finding = Finding(text=text, category="compute", value=share, kind="context")
+    return [(1.0 + 0.1 * share, finding)]
