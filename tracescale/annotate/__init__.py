@@ -122,14 +122,19 @@ def annotate(
                     mine = [w for w in waits if w.rank == r.rank]
                     out = os.path.join(dst, os.path.relpath(os.path.abspath(r.path), root))
                     check_output_path(out, [src], force)
-                    cats = category_slices(r, by_rank, mine)
-                    plan.append((r, run_spec.world_size, out, cats, step_slices(r, run.steps)))
+                    plan.append((r, run_spec.world_size, out, by_rank, mine, run.steps))
     written = []
-    for r, world_size, out, cats, steps in plan:
+    # every output checked above before any is written; each rank's slices are made as it
+    # is written, so one rank's tracks are held at a time
+    for r, world_size, out, by_rank, mine, run_steps in plan:
+        cats = category_slices(r, by_rank, mine)
+        steps = step_slices(r, run_steps)
+        n_cats, n_steps = len(cats), len(steps)
         data = _annotated_bytes(r.path, r.rank, cats, steps, memory_budget)
+        del cats, steps
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         atomic_write_bytes(out, data)
-        written.append(AnnotatedTrace(r.path, out, r.rank, world_size, len(steps), len(cats)))
+        written.append(AnnotatedTrace(r.path, out, r.rank, world_size, n_steps, n_cats))
     toml = os.path.join(root, "tracescale.toml")
     if os.path.isdir(src) and os.path.isfile(toml):
         os.makedirs(dst, exist_ok=True)
