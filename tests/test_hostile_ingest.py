@@ -244,9 +244,18 @@ def test_many_one_ns_steps_analyze_under_the_cap_with_a_bounded_bootstrap(tmp_pa
         "-o",
         str(out),
     ]
-    done = _capped(f"from hostile_ingest_cases import _cli\nprint(_cli({argv!r}))")
+    # compare (two thousand bootstrap replicates over every step asked for gigabytes) and
+    # annotate (a row lookup and two held slices per step) of the same steps, capped too
+    compare = ["compare", str(out), str(out), "-q"]
+    annotate = ["annotate", str(tmp_path / "in"), "-o", str(tmp_path / "ann"), "-j1", "--no-cache"]
+    calls = "".join(f"print(_cli({a!r}))\n" for a in (argv, compare, annotate))
+    done = _capped(f"from hostile_ingest_cases import _cli\n{calls}")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines()[-1].startswith("(0, "), done.stdout[-3000:]
+    codes = done.stdout.splitlines()[-3:]
+    assert all(line.startswith("(0, ") for line in codes), done.stdout[-3000:]
+    with gzip.open(tmp_path / "ann" / "ws1" / "rank0.pt.trace.json.gz") as fh:
+        added = [e for e in json.load(fh)["traceEvents"] if e.get("cat") == "tracescale"]
+    assert sum(e.get("tid") == 2 and e.get("ph") == "X" for e in added) == n  # a slice a step
     study = json.loads(out.read_text())["studies"][0]
     assert study["runs"][0]["steps"] == n
     assert study["scaling"]["bootstrap"]["step_blocks"] == MAX_RESAMPLED

@@ -22,7 +22,7 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,17 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     Raises :class:`OutputError` (naming ``path``) on any OS failure: missing folder, full disk,
     read-only file system, permission.
     """
+    atomic_write_chunks(path, [data])
+
+
+def atomic_write_chunks(
+    path: str | os.PathLike[str],
+    chunks: Iterable[bytes | bytearray | memoryview],
+    verify: Callable[[str], None] | None = None,
+) -> None:
+    """:func:`atomic_write_bytes` of the concatenated ``chunks``, written as they come (an
+    output larger than memory never stands whole in it); ``verify(temporary path)`` runs on
+    the complete file before it replaces ``path`` (raising leaves ``path`` as it was)."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     try:
@@ -71,10 +82,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         raise OutputError(os_error_message(exc), path=str(path)) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
+        if verify is not None:
+            verify(tmp)
         os.replace(tmp, target)
     except BaseException as exc:  # KeyboardInterrupt too: leave no partial file behind
         with contextlib.suppress(FileNotFoundError):

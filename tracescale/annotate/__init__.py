@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracescale.annotate.tracks import Slice, category_slices, step_slices
 from tracescale.annotate.write import (
+    METADATA_EVENTS,
     added_events,
-    encode_like,
+    encoded_like,
     event_count,
-    splice,
+    spliced,
     unused_pid,
 )
-from tracescale.atomic import atomic_write_bytes, check_output_path
+from tracescale.atomic import atomic_write_chunks, check_output_path
 from tracescale.classify.rules import load_rules
 from tracescale.classify.run import build_run, group_waits
 from tracescale.classify.single_rank import apply_single_rank
@@ -60,21 +62,41 @@ def _check_out_dir(out_dir: str, root: str) -> None:
         )
 
 
-def _annotated_bytes(
-    source: str, rank: int, cats: list[Slice], steps: list[Slice], memory_budget: int
-) -> bytes:
-    """``source``'s bytes with the added process spliced in, checked by counting the events
-    of the result (a splice in the wrong place breaks the JSON or changes the count)."""
+def _write_annotated(
+    source: str,
+    out: str,
+    rank: int,
+    cats: Iterable[Slice],
+    steps: Iterable[Slice],
+    memory_budget: int,
+) -> int:
+    """``source``'s bytes with the added process spliced in, written to ``out`` as they are
+    made, and checked before it replaces anything by counting the events of the written file
+    (a splice in the wrong place breaks the JSON or changes the count); returns how many
+    events were added."""
     with open(source, "rb") as fh:
         head = fh.read(2)
-    text = bytes(read_bytes(source, memory_budget=memory_budget))
+    text = read_bytes(source, memory_budget=memory_budget)
     count = event_count(text, source)
-    events = added_events(unused_pid(text), rank, cats, steps)
-    out = splice(text, events, source)
-    del text
-    if event_count(out, source) != count + len(events):
-        raise InvalidTraceError("could not add tracks (the event count changed)", path=source)
-    return encode_like(head, out)
+    added = [0]
+
+    def counted(events: Iterator[str]) -> Iterator[str]:
+        for e in events:
+            added[0] += 1
+            yield e
+
+    events = counted(added_events(unused_pid(text), rank, cats, steps))
+
+    def verify(tmp: str) -> None:
+        nonlocal text
+        del text  # the original's bytes, before the copy is read back
+        # the copy is bigger than the original: up to two added events per step, ~500 bytes
+        written = read_bytes(tmp, memory_budget=8 * memory_budget)
+        if event_count(written, source) != count + added[0]:
+            raise InvalidTraceError("could not add tracks (the event count changed)", path=source)
+
+    atomic_write_chunks(out, encoded_like(head, spliced(text, events, source)), verify)
+    return added[0]
 
 
 def annotate(
@@ -127,13 +149,12 @@ def annotate(
     # every output checked above before any is written; each rank's slices are made as it
     # is written, so one rank's tracks are held at a time
     for r, world_size, out, by_rank, mine, run_steps in plan:
-        cats = category_slices(r, by_rank, mine)
-        steps = step_slices(r, run_steps)
-        n_cats, n_steps = len(cats), len(steps)
-        data = _annotated_bytes(r.path, r.rank, cats, steps, memory_budget)
-        del cats, steps
+        n_steps, steps = step_slices(r, run_steps)
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-        atomic_write_bytes(out, data)
+        added = _write_annotated(
+            r.path, out, r.rank, category_slices(r, by_rank, mine), steps, memory_budget
+        )
+        n_cats = added - METADATA_EVENTS - n_steps
         written.append(AnnotatedTrace(r.path, out, r.rank, world_size, n_steps, n_cats))
     toml = os.path.join(root, "tracescale.toml")
     if os.path.isdir(src) and os.path.isfile(toml):

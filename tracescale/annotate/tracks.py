@@ -9,7 +9,7 @@ slices of a step tile it exactly: their durations sum to the step to the nanosec
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from tracescale.classify.timeline import CAT, I64
 _COMM = CAT["communication"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Slice:
     """One complete event of an added track: [start_ns, end_ns) on the trace's own clock."""
 
@@ -94,12 +94,14 @@ def _split_in_proportion(
 
 def category_slices(
     me: RankResult, by_rank: Mapping[int, RankResult], waits: Sequence[Wait]
-) -> list[Slice]:
-    """The category track of ``me`` (see the module doc); ``waits`` are this rank's."""
+) -> Iterator[Slice]:
+    """The category track of ``me`` (see the module doc); ``waits`` are this rank's. The
+    slices come one at a time, made as the writer asks (a million steps' worth of slices
+    and their ``args`` held together took gigabytes)."""
     numbers, w_start, w_end = step_windows(me)
     segs = me.segments
     if segs.start.shape[0] == 0 or numbers.shape[0] == 0:
-        return []
+        return iter(())
     pieces = sorted((a, b, w) for w in waits for a, b in w.pieces)
     pts = [segs.start, segs.end, w_start, w_end]
     for a, b, w in pieces:
@@ -136,7 +138,7 @@ def category_slices(
     s, e, cat, wait_of, step_of = s[keep], e[keep], cat[keep], wait_of[keep], step_of[keep]
     split = split[keep]
     if s.shape[0] == 0:
-        return []
+        return iter(())
     brk = np.ones(s.shape[0], dtype=np.bool_)
     brk[1:] = (
         (cat[1:] != cat[:-1])
@@ -147,7 +149,21 @@ def category_slices(
     )
     first = np.flatnonzero(brk)
     last = np.append(first[1:] - 1, s.shape[0] - 1)
-    out = []
+    return _category_track(s, e, cat, wait_of, step_of, split, first, last, numbers, pieces)
+
+
+def _category_track(
+    s: I64,
+    e: I64,
+    cat: I64,
+    wait_of: I64,
+    step_of: I64,
+    split: npt.NDArray[np.bool_],
+    first: I64,
+    last: I64,
+    numbers: I64,
+    pieces: Sequence[tuple[int, int, Wait]],
+) -> Iterator[Slice]:
     for i, j in zip(first.tolist(), last.tolist(), strict=True):
         name = CATEGORIES[int(cat[i])]
         args: dict[str, Any] = {"category": name, "step": int(numbers[step_of[i]])}
@@ -168,12 +184,12 @@ def category_slices(
                     "trace at these instants: split in proportion to what it did during the "
                     "rest of the wait"
                 )
-        out.append(Slice(int(s[i]), int(e[j]), name, args))
-    return out
+        yield Slice(int(s[i]), int(e[j]), name, args)
 
 
-def step_slices(me: RankResult, steps: pd.DataFrame) -> list[Slice]:
-    """One slice per step window, its breakdown (the report's numbers) in ``args``.
+def step_slices(me: RankResult, steps: pd.DataFrame) -> tuple[int, Iterator[Slice]]:
+    """How many step windows, and one slice per window made as the writer asks, its
+    breakdown (the report's numbers) in ``args``.
 
     The rows are read as columns, each step's by its position (a row lookup per step took
     minutes on a trace of a million steps)."""
@@ -182,12 +198,14 @@ def step_slices(me: RankResult, steps: pd.DataFrame) -> list[Slice]:
     rows = steps[steps["rank"] == me.rank].drop_duplicates("step", keep="last")
     at = pd.Index(rows["step"]).get_indexer(numbers).tolist()
     cols = {c: rows[c].to_numpy(dtype=np.float64).tolist() for c in (*CATEGORIES, *extras)}
-    out = []
-    for n, a, b, p in zip(numbers.tolist(), w_start.tolist(), w_end.tolist(), at, strict=True):
-        args: dict[str, Any] = {"step": n, "duration_s": (b - a) / 1e9}
-        if p >= 0:
-            args["breakdown_s"] = {c: cols[c][p] for c in CATEGORIES}
-            for extra in extras:
-                args[f"{extra}_s"] = cols[extra][p]
-        out.append(Slice(a, b, f"step {n}: {(b - a) / 1e6:.3f} ms", args))
-    return out
+
+    def track() -> Iterator[Slice]:
+        for n, a, b, p in zip(numbers.tolist(), w_start.tolist(), w_end.tolist(), at, strict=True):
+            args: dict[str, Any] = {"step": n, "duration_s": (b - a) / 1e9}
+            if p >= 0:
+                args["breakdown_s"] = {c: cols[c][p] for c in CATEGORIES}
+                for extra in extras:
+                    args[f"{extra}_s"] = cols[extra][p]
+            yield Slice(a, b, f"step {n}: {(b - a) / 1e6:.3f} ms", args)
+
+    return len(numbers), track()
