@@ -234,7 +234,7 @@ def test_the_real_torch_pair_reads_its_dependencies(torch_pair: Path) -> None:  
 
 
 def test_the_graph_cache_key_holds_the_et(tmp_path: Path) -> None:
-    from tracescale.replay.graph.store import graph_key
+    from tracescale.replay.engine.graph_cache import graph_key
 
     folder = _pair(tmp_path / "run", execution_trace())
     path, et = str(folder / "rank0.json"), str(folder / "rank0_et.json")

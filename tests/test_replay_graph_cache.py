@@ -14,7 +14,7 @@ import pytest
 import tracescale.replay.engine.run as replay_run_module
 from tracescale.parallel.entry import EntryError
 from tracescale.pipeline import analyze
-from tracescale.replay.graph.store import decode_graph, encode_graph, graph_key
+from tracescale.replay.engine.graph_cache import decode_graph, encode_graph, graph_key
 from tracescale.simulate import pattern_params, simulate
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "sim_gpu_strong"

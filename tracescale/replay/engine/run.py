@@ -28,9 +28,9 @@ from tracescale.ingest.trace import RankTrace
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
 from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
+from tracescale.replay.engine.graph_cache import GraphInput, cached_graph_input
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
-from tracescale.replay.graph.store import GraphInput, cached_graph_input
 from tracescale.replay.laws.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.serial_parts import step_categories
 from tracescale.replay.uncertainty.variability import OffsetPool, arrival_offsets, own_delays

@@ -1,1 +1,1 @@
-"""A rank's trace in -> its execution graph out (host, device, CUDA-graph nodes; cached)."""
+"""A rank's trace in -> its execution graph out (host, device, CUDA-graph nodes)."""
