@@ -29,6 +29,7 @@ from tracescale.findings.levers import (
     variability_lever,
 )
 from tracescale.findings.recompute import recompute_finding
+from tracescale.findings.unseen_ranks import unseen_ranks_finding
 from tracescale.findings.warmup import setup_finding
 from tracescale.report.bounds import optimum_of
 from tracescale.report.fmt import Unit, label, num, secs, unit_of
@@ -236,6 +237,7 @@ def top_findings(study: dict[str, Any], limit: int = 5) -> list[Finding]:
     scored += variability_lever(study, runs) + bubble_lever(study, runs)
     scored += op_levers(study, runs, mode) + _stragglers(study, runs, unit_of(study))
     scored += _efficiency(study) + _optimum(study, runs) + recompute_finding(runs)
+    scored += unseen_ranks_finding(study, runs)
     scored = _without_restated(scored)
     setup = setup_finding(runs, unit_of(study))
     if setup:  # the step measured set-up: its category's levers would be about that
