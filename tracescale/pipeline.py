@@ -143,10 +143,10 @@ def _replay(
             inter_latency=opts.inter_node_latency,
         )
         stated = dict(sdict.get("assumptions") or {})
-        study, assumed = assumed_laws(study, str(sdict["mode"]), stated)
-        notes.extend(a for a in assumed if "not applied" in a)
+        study, applied, not_applied = assumed_laws(study, str(sdict["mode"]), stated)
+        notes.extend(not_applied)
         notes.extend(apply_replay(sdict, study, ops=ops))
-        sdict["replay"]["assumptions"].extend(a for a in assumed if "not applied" not in a)
+        sdict["replay"]["assumptions"].extend(applied)
         meshes_into_runs(run_dicts, sdict)
         sdict["warnings"] = list(dict.fromkeys([*sdict.get("warnings", []), *notes]))
     elif len(runs) == 1 and len(usable) == 1:  # one run: the laws are the stated assumptions

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.categories import RECOMPUTE_PREFIX
+from tracescale.classify.timeline import in_union
 from tracescale.ingest.trace import RankTrace
 
 BOOL = npt.NDArray[np.bool_]
@@ -55,19 +56,6 @@ FORWARD_OPS = frozenset(
 PREFIX = RECOMPUTE_PREFIX
 
 
-def _covered(starts: I64, ends: I64, at: I64) -> BOOL:
-    """Whether each time in ``at`` lies inside the union of the intervals."""
-    if len(starts) == 0 or len(at) == 0:
-        return np.zeros(len(at), dtype=np.bool_)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    k = np.searchsorted(s, at, side="right") - 1
-    ok = k >= 0
-    out = np.zeros(len(at), dtype=np.bool_)
-    out[ok] = e[k[ok]] > at[ok]
-    return out
-
-
 def _thread_key(trace: RankTrace, idx: npt.NDArray[np.intp]) -> I64:
     ev = trace.events
     return ev.pid[idx].astype(np.int64) * (1 << 32) + (ev.tid[idx].astype(np.int64) & 0xFFFFFFFF)
@@ -85,7 +73,7 @@ def _within_same_thread(
     for key in np.unique(ik).tolist():
         mine = ik == key
         theirs = outer[ok == key]
-        out[mine] = _covered(
+        out[mine] = in_union(
             ev.start[theirs], ev.start[theirs] + ev.dur[theirs], ev.start[inner[mine]]
         )
     return out
@@ -123,7 +111,7 @@ def recomputed(trace: RankTrace, launched: I64) -> BOOL | None:
     dev = np.flatnonzero(ev.is_device)
 
     def covered(idx: npt.NDArray[np.intp]) -> BOOL:
-        return _covered(ev.start[idx], ev.start[idx] + ev.dur[idx], launched[dev])
+        return in_union(ev.start[idx], ev.start[idx] + ev.dur[idx], launched[dev])
 
     out[dev] = (covered(checkpoints) & ~covered(nested)) | covered(again)
     return out

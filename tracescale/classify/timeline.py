@@ -45,6 +45,16 @@ def coverage(points: I64, starts: I64, ends: I64) -> BOOL:
     return np.cumsum(delta)[:nseg] > 0
 
 
+def in_union(starts: I64, ends: I64, at: I64) -> BOOL:
+    """Whether each time in ``at`` lies inside the union of the intervals ``[starts, ends)``."""
+    if starts.shape[0] == 0 or at.shape[0] == 0:
+        return np.zeros(at.shape[0], dtype=np.bool_)
+    order = np.argsort(starts, kind="stable")
+    s, reach = starts[order], np.maximum.accumulate(ends[order])
+    k = np.searchsorted(s, at, side="right") - 1
+    return (k >= 0) & (at < reach[np.clip(k, 0, None)])
+
+
 _GAP = np.int8(-1)  # untraced time between step windows: no category
 
 

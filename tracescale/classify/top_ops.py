@@ -140,6 +140,8 @@ _RECOMPUTED = -2
 def _names(trace: RankTrace, ids: npt.NDArray[np.int32]) -> list[str]:
     """Names of owner ids, a recomputed one's with :data:`recompute.PREFIX`."""
     again = ids <= _RECOMPUTED
+    if not again.any():
+        return trace.names(ids)
     plain = trace.names(np.where(again, _RECOMPUTED - ids, ids).astype(np.int32))
     return [PREFIX + n if a else n for n, a in zip(plain, again.tolist(), strict=True)]
 
@@ -223,7 +225,7 @@ def rank_op_seconds(
     is_kept = [(c, n) in kept for c, n in zip(sums["category"], sums["name"], strict=True)]
     names = sums["name"].to_numpy(dtype=object)
     dropped = ~np.asarray(is_kept, dtype=np.bool_)
-    again = np.array([str(n).startswith(PREFIX) for n in names], dtype=np.bool_)
+    again = sums["name_id"].to_numpy() <= _RECOMPUTED
     names[dropped & ~again] = OTHER
     names[dropped & again] = PREFIX + OTHER  # so every recomputed second stays named so
     out = pd.DataFrame(

@@ -24,20 +24,23 @@ def trace_chunks(trace: RankTrace) -> tuple[bool, int | None]:
     """(whether the rank runs pipeline send/recv, its model chunks per rank where its counts
     tell): instances per pair group (two ranks), each counted on every event that carries it
     (the same factor for every pair: the reading is a ratio)."""
-    ev, strings = trace.events, trace.strings
+    ev = trace.events
     table = group_table(trace)
     idx = np.flatnonzero(table.of_event >= 0)
-    counts: Counter[str] = Counter()
-    for i in idx.tolist():
-        g = table.groups[int(table.of_event[i])]
-        if g.size != 2:
-            continue
-        text = strings[ev.coll_name[i] if ev.coll_name[i] >= 0 else ev.name[i]]
-        if collective_type(text) == "sendrecv":
-            counts[g.key] += 1
+    group = table.of_event[idx].astype(np.int64)
+    pair = np.array([g.size == 2 for g in table.groups], dtype=np.bool_)
+    name = np.where(ev.coll_name[idx] >= 0, ev.coll_name[idx], ev.name[idx])
+    p2p = trace.string_mask(lambda s: collective_type(s) == "sendrecv", steps_alike=True)
+    keep = pair[group] & p2p[name]
+    per_group = np.bincount(group[keep], minlength=len(table.groups))
+    counts: dict[str, float] = {}
+    for k, c in enumerate(per_group.tolist()):
+        if c:
+            key = table.groups[k].key
+            counts[key] = counts.get(key, 0.0) + float(c)
     if not counts:
         return False, None
-    return True, chunk_reading({k: float(v) for k, v in counts.items()})
+    return True, chunk_reading(counts)
 
 
 def run_chunks(readings: Sequence[int | None]) -> int | None:

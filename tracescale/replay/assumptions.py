@@ -52,9 +52,11 @@ def _edited(law: Law, kind: str) -> Law | None:
 
 def assumed_laws(
     study: ReplayStudy, mode: str, assumptions: Mapping[str, str]
-) -> tuple[ReplayStudy, list[str]]:
-    """``study`` with each stated category's nodes under the stated law, and one note per
-    statement: what it moved, or why it was not applied."""
+) -> tuple[ReplayStudy, list[str], list[str]]:
+    """``study`` with each stated category's nodes under the stated law; what each applied
+    statement moved (an assumption of the projection), and why the others were not applied
+    (warnings)."""
+    applied: list[str] = []
     notes: list[str] = []
     if mode != "strong":
         if assumptions:
@@ -62,7 +64,7 @@ def assumed_laws(
                 "--assume is not applied to a weak-scaling study of several runs: each "
                 "rank's work is measured to stay, so no category is made serial or parallel"
             )
-        return study, notes
+        return study, applied, notes
     base = study.base
     g = base.graph
     ref = float(base.world_size)
@@ -81,10 +83,10 @@ def assumed_laws(
         moved = 0.0
         for k in np.unique(g.group[on]).tolist():
             name = groups[k]
-            new = _edited(laws.get(name, CONSTANT), kind)
+            old = laws.get(name, CONSTANT)
+            new = _edited(old, kind)
             if new is None:
                 continue
-            old = laws.get(name, CONSTANT)
             nodes = on & (g.group == k)
             factor = new.value(ref) / old.value(ref) if old.value(ref) > 0 else 1.0
             share = float(g.dur[nodes].sum()) / max(
@@ -98,7 +100,7 @@ def assumed_laws(
             group_time[groups[-1]] = t * share * factor
             group_time[name] = t * (1.0 - share)
             moved += t * share
-        notes.append(
+        applied.append(
             f"--assume {cat}={kind}: {moved * 1e3:.3g} ms per step of {cat} work at N="
             f"{base.world_size} follows "
             + ("(a + b)/N (its part that does not shrink made parallel)" if kind == "parallel"
@@ -108,4 +110,5 @@ def assumed_laws(
         g, dur=np.round(dur).astype(g.dur.dtype), group=group, groups=tuple(groups)
     )
     new_base = dataclasses.replace(base, graph=graph, group_time=group_time)
-    return dataclasses.replace(study, runs=(*study.runs[:-1], new_base), laws=laws), notes
+    new_study = dataclasses.replace(study, runs=(*study.runs[:-1], new_base), laws=laws)
+    return new_study, applied, notes

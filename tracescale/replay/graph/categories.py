@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
-from tracescale.classify.timeline import CAT
+from tracescale.classify.timeline import CAT, in_union
 from tracescale.ingest.trace import RankTrace
 
 I64 = npt.NDArray[np.int64]
@@ -32,20 +32,6 @@ _OP_CATS = ("cpu_op", "Operator")
 _HOST_ORDER = ("dataloader", "sync", "reduction", "communication")
 #: Device rule targets that are categories (compute, memcpy, communication); wait/ignore: -1.
 _DEVICE_CODES = np.array([CAT.get(t, -1) for t in DEVICE_TARGETS], dtype=np.int8)
-
-
-def _covered(s: I64, e: I64, x: I64) -> npt.NDArray[np.bool_]:
-    """Whether each point ``x`` lies in the union of intervals ``[s, e)``."""
-    if len(s) == 0 or len(x) == 0:
-        return np.zeros(len(x), dtype=np.bool_)
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
-    reach = np.maximum.accumulate(e)
-    new = np.concatenate([[True], s[1:] > reach[:-1]])
-    first = np.flatnonzero(new)
-    ms, me = s[first], np.maximum.reduceat(e, first)
-    i = np.searchsorted(ms, x, side="right") - 1
-    return (i >= 0) & (x < me[np.clip(i, 0, None)])
 
 
 def node_categories(
@@ -87,19 +73,19 @@ def node_categories(
         todo = np.ones(len(idx), dtype=np.bool_)
         for target in _HOST_ORDER:
             m = host & (host_t == HOST_TARGETS.index(target))
-            hit = todo & _covered(ev.start[m], ev.start[m] + ev.dur[m], mid)
+            hit = todo & in_union(ev.start[m], ev.start[m] + ev.dur[m], mid)
             out[idx[hit]] = CAT[target]
             todo &= ~hit
         if dev.any():  # a GPU trace: main-thread time inside no traced op is idle (classify)
             gaps = todo & (kind[idx] == kinds["gap"])
             steps = trace.step_names[np.clip(ev.name, 0, None)] & (ev.name >= 0)
             ops = ~ev.is_device & (ev.pid == main[0]) & ~steps & (ev.dur > 0)
-            inside = _covered(ev.start[ops], ev.start[ops] + ev.dur[ops], mid[gaps])
+            inside = in_union(ev.start[ops], ev.start[ops] + ev.dur[ops], mid[gaps])
             out[idx[gaps][~inside]] = CAT["idle"]
         else:  # CPU-only (gloo): the main thread's ops are its compute, untraced time host
             op_cats = [trace.string_id(c) for c in _OP_CATS]
             ops = host & np.isin(ev.cat, np.array(op_cats, dtype=np.int32)) & (ev.dur > 0)
-            inside = todo & _covered(ev.start[ops], ev.start[ops] + ev.dur[ops], mid)
+            inside = todo & in_union(ev.start[ops], ev.start[ops] + ev.dur[ops], mid)
             out[idx[inside]] = CAT["compute"]
     out[kind == kinds["sync"]] = CAT["sync"]
     out[(kind == kinds["host_collective"]) | (kind == kinds["device_collective"])] = CAT[

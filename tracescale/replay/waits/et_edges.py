@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph.build import DEV, GAP, SYNC, Graph
+from tracescale.replay.waits.order import after_waits
 
 I64 = npt.NDArray[np.int64]
 
@@ -86,13 +87,6 @@ def et_edges(graph: Graph) -> tuple[Graph, int]:
             dur[p] = min(int(dur[p]), int(g.start[q]) - ready)
         elif dep2[q] < 0 and g.kind[q] != SYNC:
             dep2[q] = waits[q] = src
-    order = g.order
-    if waits:
-        pos = np.empty(len(order), dtype=np.float64)
-        pos[order] = np.arange(len(order), dtype=np.float64)
-        for w, s in waits.items():  # processed after what it waits for
-            if pos[w] < pos[s]:
-                pos[w] = pos[s] + 0.5
-        order = np.argsort(pos, kind="stable").astype(g.order.dtype)
+    order = after_waits(g.order, waits)  # each waiting node after what it waits for
     out = dataclasses.replace(g, dur=dur, dep2=dep2, order=order, et_waits=len(waits))
     return out, len(waits)

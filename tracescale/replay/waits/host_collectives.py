@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.replay.graph.build import DEV, GAP, HCOLL, Graph
+from tracescale.replay.waits.order import after_waits
 
 I64 = npt.NDArray[np.int64]
 
@@ -96,15 +97,7 @@ def settle_waits(g: Graph, waits: dict[int, int], dur: I64) -> npt.NDArray[np.in
     end = g.start + g.dur
     for p, c in waits.items():
         dur[p] = int(end[p]) - max(int(g.start[p]), int(end[c]))
-    order = g.order
-    if waits:
-        pos = np.empty(len(order), dtype=np.float64)
-        pos[order] = np.arange(len(order), dtype=np.float64)
-        for p, c in waits.items():  # processed after what it waits for
-            if pos[p] < pos[c]:
-                pos[p] = pos[c] + 0.5
-        order = np.argsort(pos, kind="stable").astype(g.order.dtype)
-    return order
+    return after_waits(g.order, waits)
 
 
 def _queued(

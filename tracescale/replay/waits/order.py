@@ -74,3 +74,17 @@ def forward_order(order: I64, res: npt.NDArray[np.integer], *deps: npt.NDArray[n
         done[out] = True
         out.extend(i for i in order.tolist() if not done[i])
     return np.asarray(out, dtype=np.int64)
+
+
+def after_waits(order: I64, waits: dict[int, int]) -> I64:
+    """``order`` with each waiting node (``waits``: node -> the node it waits for) moved just
+    after what it waits for where it came before it; the rest keep their places."""
+    if not waits:
+        return order
+    pos = np.empty(len(order), dtype=np.float64)
+    pos[order] = np.arange(len(order), dtype=np.float64)
+    for p, c in waits.items():
+        if pos[p] < pos[c]:
+            pos[p] = pos[c] + 0.5
+    out: I64 = np.argsort(pos, kind="stable").astype(order.dtype)
+    return out
