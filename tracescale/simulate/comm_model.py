@@ -29,12 +29,14 @@ STEMS = {
     "allgather": "AllGather",
     "reduce_scatter": "ReduceScatter",
     "broadcast": "Broadcast",
+    "alltoall": "SendRecv",
 }
 ANNOTATIONS = {
     "allreduce": "nccl:all_reduce",
     "allgather": "nccl:_all_gather_base",
     "reduce_scatter": "nccl:_reduce_scatter_base",
     "broadcast": "nccl:broadcast",
+    "alltoall": "nccl:all_to_all",
 }
 
 
@@ -46,10 +48,11 @@ class Link:
     bandwidth: float
 
 
-def link(params: SimParams, n: int, coll: str) -> Link:
-    """Intra-node link while the group fits one node, else the inter-node one."""
+def link(params: SimParams, n: int, coll: str, spans: bool | None = None) -> Link:
+    """Intra-node link while the group fits one node (``spans`` says so for a group that is
+    not the first ``n`` ranks), else the inter-node one."""
     alpha = params.bcast_alpha if coll == "broadcast" else params.alpha
-    if n <= params.gpus_per_node:
+    if not (n > params.gpus_per_node if spans is None else spans):
         return Link(alpha, params.bandwidth)
     inter_alpha = params.inter_alpha or params.alpha
     inter_bw = params.inter_bandwidth or params.bandwidth
@@ -68,28 +71,35 @@ def algorithm(coll: str, nbytes: int) -> str:
     return "TREE" if coll == "allreduce" and nbytes < TREE_BELOW else "RING"
 
 
-def transfer_seconds(params: SimParams, n: int, coll: str, full_bytes: int) -> float:
+def transfer_seconds(
+    params: SimParams, n: int, coll: str, full_bytes: int, spans: bool | None = None
+) -> float:
     """Transfer time once every rank arrived; ``full_bytes`` is the unsharded tensor.
 
     AllReduce ring 2(N-1)a + 2(N-1)/N B/bw, tree 2 ceil(log2 N) a + 2(N-1)/N B/bw;
-    AllGather and ReduceScatter (N-1)a + (N-1)/N B/bw; Broadcast (N-1)a + B/bw (pipelined).
+    AllGather, ReduceScatter and AllToAll (N-1)a + (N-1)/N B/bw (an all-to-all's ``B`` is one
+    rank's buffer: (N-1)/N of it leaves the rank, one message per peer); Broadcast
+    (N-1)a + B/bw (pipelined); SendRecv (``n`` = 2) a + B/bw.
     The bandwidth is scaled by the protocol's efficiency. Zero at N = 1.
     """
     if n <= 1:
         return 0.0
-    lk = link(params, n, coll)
+    lk = link(params, n, coll, spans)
     _, share = protocol(full_bytes)
     bw = lk.bandwidth * share
     if coll == "allreduce":
         hops = 2 * math.ceil(math.log2(n)) if algorithm(coll, full_bytes) == "TREE" else 2 * (n - 1)
         return hops * lk.alpha + 2 * (n - 1) / n * full_bytes / bw
-    if coll == "broadcast":
+    if coll in ("broadcast", "sendrecv"):
         return (n - 1) * lk.alpha + full_bytes / bw
     return (n - 1) * lk.alpha + (n - 1) / n * full_bytes / bw
 
 
 def kernel_name(coll: str, nbytes: int, legacy: bool) -> str:
     """A kernel name as NCCL writes it (2.19+ ``ncclDevKernel_``; older ``ncclKernel_``)."""
+    if coll in ("alltoall", "sendrecv"):  # NCCL runs both as grouped point-to-point
+        stem = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t" if legacy else "ncclDevKernel_SendRecv"
+        return f"{stem}(ncclDevComm*, unsigned long, ncclWork*)"
     stem = STEMS[coll]
     algo = algorithm(coll, nbytes)
     proto, _ = protocol(nbytes)

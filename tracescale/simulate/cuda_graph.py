@@ -22,6 +22,7 @@ import numpy as np
 from tracescale.simulate import comm_model
 from tracescale.simulate.engine import CBID, Engine, Times
 from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM
+from tracescale.simulate.groups import Groups
 
 CBID.setdefault("cudaGraphLaunch", 311)
 #: the host op around the graph launch (what ``CUDAGraph.replay`` shows as)
@@ -102,9 +103,12 @@ class GraphEngine(Engine):
         full_bytes: int,
         after: int | None = None,
         record: bool = False,
+        group: Groups | None = None,
     ) -> tuple[Times, int]:
         if not self.capturing:
-            return super().collective(coll, in_nelems, out_nelems, full_bytes, after, record)
+            return super().collective(coll, in_nelems, out_nelems, full_bytes, after, record,
+                                      group)  # fmt: skip
+        assert group is None, "graph capture runs collectives over the world only"
         p, n = self.p, self.n
         self.seq += 1
         if after is not None:
@@ -134,8 +138,8 @@ class GraphEngine(Engine):
         name = comm_model.kernel_name(coll, full_bytes, self.legacy_nccl)
         self._gpu_event("kernel", name, COMM_STREAM, ready, end, self._graph_ext,
                         self._graph_corr, grid=[8, 1, 1], block=[544, 1, 1], **args)  # fmt: skip
-        if self.record and self._step is not None:
-            self._step.comm.append((ready[0].copy(), int(xfer[0, 0]), int(end[0, 0]), int(late[0])))
+        self.record_comm(ready, np.broadcast_to(xfer, ready.shape), end,
+                         np.broadcast_to(late[:, None], ready.shape))  # fmt: skip
         return end, -1
 
 

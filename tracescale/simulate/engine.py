@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from tracescale.simulate import comm_model
-from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM
+from tracescale.simulate import comm_model, groups
+from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM, RECV_STREAM, SEND_STREAM
+from tracescale.simulate.groups import Groups
 from tracescale.simulate.params import SimParams
 from tracescale.simulate.schedule import D2H_NS, ITEM_TAIL_NS, SYNC_RETURN_NS, StepRecord
 
@@ -46,6 +47,10 @@ class Template:
     start: np.ndarray  # (ranks,) ns
     end: np.ndarray
     args: dict[str, Any]
+    #: ranks the event belongs to (None: every rank; a pipeline stage runs its own program)
+    ranks: np.ndarray | None = None
+    #: per-rank args on top of ``args`` (a process group's name and members differ by rank)
+    per_rank: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass
@@ -55,7 +60,8 @@ class StepIntervals:
     start: np.ndarray
     compute: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     memcpy: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    comm: list[tuple[np.ndarray, int, int, int]] = field(default_factory=list)
+    #: per rank: kernel start, transfer start, end, late rank (-1: the rank did not take part)
+    comm: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     labels: list[tuple[np.ndarray, np.ndarray, str]] = field(default_factory=list)
     first_gpu: np.ndarray | None = None
     sync_return: np.ndarray | None = None
@@ -81,7 +87,13 @@ class Engine:
         self.free_transfers = False
         shape = (replicas, n)
         self.h = np.zeros(shape, np.int64)
-        self.free = {s: np.zeros(shape, np.int64) for s in (COMPUTE_STREAM, COMM_STREAM)}
+        streams = (COMPUTE_STREAM, COMM_STREAM, RECV_STREAM, SEND_STREAM)
+        self.free = {s: np.zeros(shape, np.int64) for s in streams}
+        #: process groups other than the world, in first-use order (the ranks' pg_config)
+        self.groups: list[Groups] = []
+        self.group_seq: dict[Groups, int] = {}
+        #: named GPU-time counters per rank over the whole run (ns): e.g. recomputed forward
+        self.tallies: dict[str, np.ndarray] = {}
         self.launch = round(params.launch_overhead * 1e9)
         self.events: list[Template] = []
         self.records: dict[int, list[StepRecord]] = {r: [] for r in range(n)} if record else {}
@@ -147,7 +159,9 @@ class Engine:
         st = self._step
         if st is None:
             return
-        st.first_gpu = a.copy() if st.first_gpu is None else st.first_gpu
+        if st.first_gpu is None:
+            st.first_gpu = np.full(a.shape, -1, np.int64)
+        st.first_gpu = np.where(st.first_gpu < 0, a, st.first_gpu)
         if self.record:
             (st.compute if kind == "kernel" else st.memcpy).append((a[0].copy(), b[0].copy()))
 
@@ -248,8 +262,9 @@ class Engine:
         full_bytes: int,
         after: int | None = None,
         record: bool = False,
+        group: Groups | None = None,
     ) -> tuple[Times, int]:
-        """One NCCL collective over the world on the NCCL stream.
+        """One NCCL collective over the world (or each of ``group``'s groups) on the NCCL stream.
 
         As ProcessGroupNCCL does, inside ``record_param_comms``: with ``after`` the NCCL
         stream first waits for the work queued on that stream (record + wait); with
@@ -257,8 +272,10 @@ class Engine:
         the kernel's end per rank and that event (end, -1 without ``record``).
         """
         p, n, c, h = self.p, self.n, self.launch, self.h
+        mark = len(self.events)
         self.seq += 1
-        names = {"allgather": "_allgather_base", "reduce_scatter": "_reduce_scatter_base"}
+        names = {"allgather": "_allgather_base", "reduce_scatter": "_reduce_scatter_base",
+                 "alltoall": "all_to_all"}  # fmt: skip
         args: dict[str, Any] = {
             "Collective name": names.get(coll, coll),
             "In msg nelems": in_nelems,
@@ -285,24 +302,30 @@ class Engine:
         launch_end = h + head + (c - c // 4)
         corr = self._runtime("cudaLaunchKernel", launch_end - c // 3, launch_end, ext)
         ready = np.maximum(self.free[COMM_STREAM], launch_end)
-        xfer = ready.max(axis=1, keepdims=True)
-        late = ready.argmax(axis=1)
-        seconds = (
-            0.0 if self.free_transfers else comm_model.transfer_seconds(p, n, coll, full_bytes)
-        )
-        dur = np.rint(seconds * 1e9 * self.shared_jitter()).astype(np.int64)
-        end = np.broadcast_to(xfer + dur, ready.shape).copy()
+        if group is None:
+            xfer = np.broadcast_to(ready.max(axis=1, keepdims=True), ready.shape)
+            late = np.broadcast_to(ready.argmax(axis=1)[:, None], ready.shape)
+            seconds = (
+                0.0 if self.free_transfers else comm_model.transfer_seconds(p, n, coll, full_bytes)
+            )
+            dur = np.rint(seconds * 1e9 * self.shared_jitter()).astype(np.int64)
+            end = (xfer + dur).copy()
+        else:
+            xfer, late, end = groups.meet(self, group, ready, coll, full_bytes)
         self.free[COMM_STREAM] = end
         name = comm_model.kernel_name(coll, full_bytes, self.legacy_nccl)
         self._gpu_event("kernel", name, COMM_STREAM, ready, end, ext, corr,
                         grid=[8, 1, 1], block=[544, 1, 1], **args)  # fmt: skip
-        if self.record and self._step is not None:
-            self._step.comm.append((ready[0].copy(), int(xfer[0, 0]), int(end[0, 0]), int(late[0])))
+        self.record_comm(ready, xfer, end, late)
         event_corr = -1
         if record:
             self.h = launch_end + c // 8
             _, event_corr = self.event_record(COMM_STREAM, ext)
         self.h = h + total
+        if group is not None:
+            groups.register(self, group)
+            self.group_seq[group] = self.group_seq.get(group, 0) + 1
+            groups.stamp(self, mark, group.args(n, self.group_seq[group]))
         return end, event_corr
 
     def item_sync(self) -> None:
@@ -330,6 +353,19 @@ class Engine:
         self.free[COMPUTE_STREAM] = drain
         self.h = item_end
 
+    def tally(self, name: str, dur: Times | int, mask: np.ndarray | None = None) -> None:
+        """Add ``dur`` to counter ``name`` of every rank (of ``mask`` only, when given)."""
+        add = np.broadcast_to(np.asarray(dur, np.int64), self.h.shape)
+        if mask is not None:
+            add = np.where(mask[None, :], add, 0)
+        self.tallies[name] = self.tallies.get(name, np.zeros(self.h.shape, np.int64)) + add
+
+    def record_comm(self, ready: Times, xfer: Times, end: Times, late: Times) -> None:
+        """Keep one communication kernel per rank for the attribution (recording only)."""
+        if self.record and self._step is not None:
+            row = (np.asarray(x[0]).copy() for x in (xfer, end, late))
+            self._step.comm.append((ready[0].copy(), *row))
+
     # ---------------------------------------------------------------- steps
     def begin_step(self) -> None:
         self._step = StepIntervals(start=self.h.copy())
@@ -353,8 +389,10 @@ def _rank_record(st: StepIntervals, r: int, number: int, end: int) -> StepRecord
         if b[r] > a[r]:
             rec.add_compute(int(a[r]), int(b[r]))
     rec.memcpy = [(int(a[r]), int(b[r])) for a, b in st.memcpy if b[r] > a[r]]
-    rec.comm = [(int(a[r]), x, e, late) for a, x, e, late in st.comm]
+    rec.comm = [(int(a[r]), int(x[r]), int(e[r]), int(late[r])) for a, x, e, late in st.comm
+                if late[r] >= 0]  # fmt: skip
     rec.labels = [(int(a[r]), int(b[r]), lab, -1, -1) for a, b, lab in st.labels if b[r] > a[r]]
-    rec.first_gpu = int(st.first_gpu[0, r]) if st.first_gpu is not None else end
+    first = int(st.first_gpu[0, r]) if st.first_gpu is not None else -1
+    rec.first_gpu = first if first >= 0 else end
     rec.sync_return = int(st.sync_return[0, r]) if st.sync_return is not None else -1
     return rec

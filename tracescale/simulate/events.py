@@ -11,6 +11,10 @@ from typing import Any
 
 COMPUTE_STREAM = 7
 COMM_STREAM = 13
+#: point-to-point NCCL streams of a pipeline stage (receives, sends): PyTorch gives each
+#: peer pair's communicator its own stream; one each keeps a send from queueing behind a recv
+RECV_STREAM = 21
+SEND_STREAM = 22
 
 Event = dict[str, Any]
 

@@ -55,6 +55,12 @@ class SimParams:
     bcast_bytes: int = 4096
     graph_launch: float = 30e-6
     graph_gap: float = 2e-6
+    pp_stages: int = 4
+    microbatches: int = 32
+    virtual_stages: int = 1
+    expert_time: float = 0.03
+    a2a_bytes: int = 8_388_608
+    imbalance: float = 0.2
 
 
 #: name -> (unit, meaning); the order is the order ``--help`` lists them in.
@@ -87,7 +93,7 @@ PARAM_DOCS: dict[str, tuple[str, str]] = {
     "gpus_per_node": ("count", "[patterns] ranks per host; rings past it cross nodes"),
     "inter_alpha": ("s", "[patterns] per-hop latency across nodes; 0: same as alpha"),
     "inter_bandwidth": ("B/s", "[patterns] bandwidth across nodes; 0: same as bandwidth"),
-    "act_bytes": ("B", "[tp] activation bytes AllReduced after each layer (constant in N)"),
+    "act_bytes": ("B", "[tp,pp] activation bytes: tp AllReduce per layer; pp send per microbatch"),
     "accum_steps": ("count", "[grad_accum] ProfilerSteps per optimizer step (K)"),
     "tail_median": ("s", "[heavy_tail] median of the per-rank, per-step lognormal delay"),
     "tail_sigma": ("", "[heavy_tail] sigma of the lognormal delay (heavier tail when larger)"),
@@ -95,6 +101,12 @@ PARAM_DOCS: dict[str, tuple[str, str]] = {
     "bcast_bytes": ("B", "[comm_types] bytes of the buffer Broadcast each step"),
     "graph_launch": ("s", "[cuda_graph] host time of the step's one cudaGraphLaunch"),
     "graph_gap": ("s", "[cuda_graph] device gap between a graph node and the one it follows"),
+    "pp_stages": ("count", "[pp] pipeline stages p; N = p x DP replicas (DP grows with N)"),
+    "microbatches": ("count", "[pp] global batch M in microbatches: M/DP per replica (weak: M)"),
+    "virtual_stages": ("count", "[pp] model chunks per stage v (interleaved 1F1B); 1: plain"),
+    "expert_time": ("s", "[moe] expert GPU time of all layers' forward at N=1 (backward 2x)"),
+    "a2a_bytes": ("B", "[moe] one rank's all-to-all buffer per dispatch/combine at N=1"),
+    "imbalance": ("", "[moe] sigma of the lognormal expert load per step and rank"),
 }
 
 _FIELDS = {f.name: f for f in dataclasses.fields(SimParams)}
@@ -123,16 +135,23 @@ def _check(p: SimParams) -> None:
         "bcast_alpha",
         "graph_launch",
         "graph_gap",
+        "expert_time",
+        "imbalance",
     )
     for name in nonneg:
         value = getattr(p, name)
         if not math.isfinite(value) or value < 0:
             raise UsageError(f"simulator parameter {name} must be a finite number >= 0")
-    for name in ("layers", "opt_kernels", "buckets", "gpus_per_node", "accum_steps"):
+    for name in ("layers", "opt_kernels", "buckets", "gpus_per_node", "accum_steps",
+                 "microbatches", "virtual_stages"):  # fmt: skip
         if getattr(p, name) < 1:
             raise UsageError(f"simulator parameter {name} must be >= 1")
-    if p.act_bytes < 4 or p.bcast_bytes < 4:
-        raise UsageError("act_bytes and bcast_bytes must be >= 4")
+    if p.act_bytes < 4 or p.bcast_bytes < 4 or p.a2a_bytes < 4:
+        raise UsageError("act_bytes, bcast_bytes and a2a_bytes must be >= 4")
+    if p.pp_stages < 2:
+        raise UsageError("simulator parameter pp_stages must be >= 2")
+    if p.imbalance > 2:
+        raise UsageError("simulator parameter imbalance must be <= 2")
     if p.zero_grad_kernels < 0 or p.h2d_bytes < 0 or p.model_bytes < 4 * p.buckets:
         raise UsageError("zero_grad_kernels, h2d_bytes must be >= 0; model_bytes >= 4*buckets")
     if not (math.isfinite(p.launch_overhead) and p.launch_overhead >= 2e-9):

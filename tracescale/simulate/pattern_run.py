@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tracescale.categories import CATEGORIES
-from tracescale.simulate import attribution, programs
+from tracescale.simulate import attribution, extras, pipeline, programs
 from tracescale.simulate.cuda_graph import engine_class
 from tracescale.simulate.engine import Engine, Template
 from tracescale.simulate.events import Emitter, Event
@@ -60,27 +60,56 @@ def run(
 ) -> Engine:
     """Simulate ``steps`` ProfilerSteps of ``n`` ranks (x ``replicas``) from aligned starts."""
     if div is None:
-        div = float(n) if mode == "strong" else 1.0
+        div = float(data_parallel(spec, params, n)) if mode == "strong" else 1.0
     rng = np.random.default_rng([seed, n, 11])
     engine = engine_class(spec.has("cuda_graph"))
     e = engine(params, n, div, replicas, rng, record, legacy_nccl=spec.has("multinode"))
     for k in range(steps):
-        programs.step(e, spec, k, params.first_step)
+        one_step(e, spec, k, mode)
     return e
+
+
+def one_step(e: Engine, spec: PatternSpec, index: int, mode: str) -> None:
+    """The pattern's program for ProfilerStep ``index``."""
+    if spec.base == "pp":
+        pipeline.step(e, spec, index, e.p.first_step, mode)
+    else:
+        programs.step(e, spec, index, e.p.first_step)
+
+
+def data_parallel(spec: PatternSpec, params: SimParams, n: int) -> int:
+    """How many ways the batch is split at ``n`` ranks (a pipeline's DP degree)."""
+    return n // params.pp_stages if spec.base == "pp" else n
+
+
+def warmup(spec: PatternSpec) -> int:
+    """Steps run before the expectation is taken: a pipeline's stages leave a step at different
+    times, so its steady state is reached after a step or two from an aligned start."""
+    return 2 if spec.base == "pp" else 0
 
 
 def expected_step(
     spec: PatternSpec, params: SimParams, mode: str, n: int, seed: int, div: float | None = None
 ) -> tuple[float, int]:
     """Noise-free expected step time (s) at ``n`` over one cycle; returns (seconds, replicas)."""
-    quiet = dataclasses.replace(params, jitter=0.0)
-    random = spec.has("heavy_tail") and quiet.tail_median > 0
-    replicas = max(MIN_REPLICAS, DRAWS // n) if random else 1
-    cycle = spec.cycle(quiet.accum_steps)
-    e = run(spec, quiet, n, mode, cycle, seed + 1_000_003, record=False, replicas=replicas,
-            div=div)  # fmt: skip
-    per_step = np.stack(e.durations)  # (cycle, replicas, ranks)
+    e, replicas = expected_run(spec, params, mode, n, seed, div)
+    per_step = np.stack(e.durations[warmup(spec) :])  # (cycle, replicas, ranks)
     return float(per_step.mean()) * 1e-9, replicas
+
+
+def expected_run(
+    spec: PatternSpec, params: SimParams, mode: str, n: int, seed: int, div: float | None = None
+) -> tuple[Engine, int]:
+    """The noise-free run :func:`expected_step` averages (warm-up steps, then one cycle)."""
+    quiet = dataclasses.replace(params, jitter=0.0)
+    random = (spec.has("heavy_tail") and quiet.tail_median > 0) or (
+        spec.base == "moe" and quiet.imbalance > 0 and n > 1
+    )
+    replicas = max(MIN_REPLICAS, DRAWS // n) if random else 1
+    steps = warmup(spec) + spec.cycle(quiet.accum_steps)
+    e = run(spec, quiet, n, mode, steps, seed + 1_000_003, record=False, replicas=replicas,
+            div=div)  # fmt: skip
+    return e, replicas
 
 
 def serial_by_category(spec: PatternSpec, params: SimParams, n: int, seed: int) -> dict[str, float]:
@@ -95,7 +124,7 @@ def serial_by_category(spec: PatternSpec, params: SimParams, n: int, seed: int) 
     )  # fmt: skip
     e.free_transfers = True
     for k in range(spec.cycle(quiet.accum_steps)):
-        programs.step(e, spec, k, quiet.first_step)
+        one_step(e, spec, k, "strong")
     rows = [t for per_rank in attribution.resolve(e.records).values() for t in per_rank]
     return {c: math.fsum(t.categories[c] for t in rows) * 1e-9 / len(rows) for c in CATEGORIES}
 
@@ -106,14 +135,17 @@ def _rank_events(
     """Rank ``r``'s events from the shared templates and its own µs times."""
     out: list[Event] = []
     for t, a, d in zip(templates, ts, dur, strict=True):
+        if t.ranks is not None and not t.ranks[r]:
+            continue
+        args = t.args if t.per_rank is None else {**t.args, **t.per_rank[r]}
         if t.gpu:
             if t.cat != "cuda_sync" and d <= 0:
                 continue
             out.append({"ph": "X", "cat": t.cat, "name": t.name, "pid": device, "tid": t.stream,
-                        "ts": a, "dur": d, "args": {**t.args, "device": device}})  # fmt: skip
+                        "ts": a, "dur": d, "args": {**args, "device": device}})  # fmt: skip
         else:
             out.append({"ph": "X", "cat": t.cat, "name": t.name, "pid": pid, "tid": pid,
-                        "ts": a, "dur": d, "args": t.args})  # fmt: skip
+                        "ts": a, "dur": d, "args": args})  # fmt: skip
     return out
 
 
@@ -138,7 +170,8 @@ def write_run(
         host = host_of(params, r)
         doc = trace_document(events, meta, rank=r, world_size=e.n, device=device, seed=seed,
                              host=host, node_gpus=gpn,
-                             nccl_version="2.17.1" if e.legacy_nccl else "2.21.5")  # fmt: skip
+                             nccl_version="2.17.1" if e.legacy_nccl else "2.21.5",
+                             pgs=[pg for g in e.groups for pg in g.pg_config(r)])  # fmt: skip
         write_trace(folder / file_name(r, host), doc, level)
         if e.n >= 8 and (r + 1) % 8 == 0:
             progress(f"  N={e.n}: wrote {r + 1}/{e.n} rank files")
@@ -158,24 +191,32 @@ def simulate_pattern(
     progress: Progress,
 ) -> dict[str, Any]:
     """Write ``out/ws{N}/`` for every N and ``out/truth.json``; returns the truth document."""
+    base = extras.baseline(spec, params)
+    extras.check_sizes(spec, params, mode, sorted(set(world_sizes) | set(truth_at) | {base}))
     runs: dict[int, dict[str, Any]] = {}
     for n in world_sizes:
         progress(f"simulating {spec.name} N={n} ({steps} steps)")
         e = run(spec, params, n, mode, steps, seed, record=True)
         runs[n] = run_truth(attribution.resolve(e.records))
+        runs[n].update(extras.run_extras(spec, params, mode, seed, steps, e))
         write_run(e, params, out / f"ws{n}", seed, compresslevel, progress)
     expected: dict[int, float] = {}
     replicas: dict[int, int] = {}
-    for n in sorted(set(world_sizes) | set(truth_at) | {1}):
+    for n in sorted(set(world_sizes) | set(truth_at) | {base}):
         progress(f"truth of {spec.name} at N={n}")
         expected[n], replicas[n] = expected_step(spec, params, mode, n, seed)
-    t_inf, _ = expected_step(spec, params, mode, 1, seed, div=math.inf)
-    t1 = expected[1]
-    parts = serial_by_category(spec, params, max(world_sizes), seed) if mode == "strong" else {}
+    if spec.base == "pp":
+        t_inf, t1, pp_parts = extras.pp_serial(spec, params, seed)
+        parts = pp_parts if mode == "strong" else {}
+    else:
+        t_inf, _ = expected_step(spec, params, mode, 1, seed, div=math.inf)
+        t1 = expected[1]
+        parts = serial_by_category(spec, params, max(world_sizes), seed) if mode == "strong" else {}
+    more = extras.model_extras(spec, params, mode, sorted(expected), seed, expected)
 
     def speedup(n: int) -> float:
-        ratio = t1 / expected[n]
-        return ratio * n if mode == "weak" else ratio
+        ratio = expected[base] / expected[n]
+        return ratio * n / base if mode == "weak" else ratio
 
     truth = {
         "pattern": spec.name,
@@ -206,7 +247,9 @@ def simulate_pattern(
             "step_time": {str(n): expected[n] for n in sorted(expected)},
             "replicas": {str(n): replicas[n] for n in sorted(replicas)},
             "step_time_infinite_n": t_inf,
+            **more,
         },
+        "speedup_baseline": base,
         "speedup": {str(n): speedup(n) for n in sorted(expected)},
     }
     atomic_write(out / "truth.json", (json.dumps(truth, indent=1) + "\n").encode())

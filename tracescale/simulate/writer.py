@@ -66,11 +66,16 @@ def trace_document(
     host: str = HOSTNAME,
     node_gpus: int = 0,
     nccl_version: str = "2.21.5",
+    pgs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The top-level trace object with the events in a seeded shuffled order.
 
-    ``node_gpus`` > 0 lists that many GPUs in ``deviceProperties`` (every GPU of the host).
+    ``node_gpus`` > 0 lists that many GPUs in ``deviceProperties`` (every GPU of the host);
+    ``pgs``: the rank's process groups besides the world (``pg_config`` after it).
     """
+    world = {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
+             "pg_size": world_size, "ranks": list(range(world_size))}  # fmt: skip
+    config = [world, *(pgs or [])]
     order = np.random.default_rng([seed, world_size, rank, 3]).permutation(len(events))
     shuffled = [events[i] for i in order.tolist()]
     return {
@@ -80,16 +85,8 @@ def trace_document(
             "backend": "nccl",
             "rank": rank,
             "world_size": world_size,
-            "pg_count": 1,
-            "pg_config": [
-                {
-                    "pg_name": "0",
-                    "pg_desc": "default_pg",
-                    "backend_config": "cuda:nccl",
-                    "pg_size": world_size,
-                    "ranks": list(range(world_size)),
-                }
-            ],
+            "pg_count": len(config),
+            "pg_config": config,
             "nccl_version": nccl_version,
         },
         "record_shapes": 0,
