@@ -40,6 +40,12 @@ PATTERNS = {
     "comm_types": [1, 2, 4, 8],
     "fsdp,multinode": [1, 2, 4, 8, 16],
     "tp,heavy_tail": [1, 2, 4, 8],
+    "pp": [4, 8, 16],
+    "pp,act_ckpt": [4, 8, 16],
+    "moe": [1, 2, 4, 8],
+    "zero2": [1, 2, 4, 8],
+    "hsdp": [1, 2, 4, 8, 16],
+    "zero2,grad_accum": [1, 2, 4, 8],
 }
 
 CHOICES = {
@@ -182,7 +188,14 @@ PATTERN_CHOICES: dict[str, list[float]] = {
     "tail_sigma": [0.5, 1.0, 1.5],
     "gpus_per_node": [4, 8],
     "bcast_alpha": [1e-4, 3e-4],
+    "imbalance": [0.1, 0.3, 0.6],
+    "expert_time": [0.01, 0.03, 0.08],
+    "a2a_bytes": [2e6, 8388608, 3.2e7],
 }
+#: the new bases' own draws (pp: stage count and global batch sized so that 8x the largest
+#: measured N still gives every replica a microbatch)
+PP_CHOICES: dict[str, list[float]] = {"pp_stages": [2, 4], "microbatches": [64, 128],
+                                      "virtual_stages": [1, 1, 2]}  # fmt: skip
 
 
 def main_random_patterns(seed: int, count: int) -> int:
@@ -190,14 +203,26 @@ def main_random_patterns(seed: int, count: int) -> int:
     rng = random.Random(seed)
     misses = 0
     for i in range(count):
-        base = rng.choice(["ddp", "fsdp", "tp"])
-        mods = rng.sample(
-            ["grad_accum", "multinode", "heavy_tail", "comm_types"], rng.choice([1, 2])
-        )
+        base = rng.choice(["ddp", "fsdp", "tp", "pp", "moe", "zero2", "hsdp"])
+        extra = ["act_ckpt"] if base != "tp" else []
+        allowed = ["grad_accum", "multinode", "heavy_tail", *extra]
+        if base != "pp":
+            allowed.append("comm_types")
+        mods = rng.sample(allowed, rng.choice([1, 2]))
         name = ",".join([base, *mods])
         sets = {k: rng.choice(v) for k, v in PATTERN_CHOICES.items() if rng.random() < 0.4}
         gpn = int(sets.get("gpus_per_node", 8))
         sizes = [1, 2, 4, 8, 16][: 5 if "multinode" in mods and gpn == 8 else 4]
+        if base == "pp":
+            sets.update({k: rng.choice(v) for k, v in PP_CHOICES.items()})
+            stages = int(sets["pp_stages"])
+            if sets["virtual_stages"] > 1:  # interleaving: m a multiple of p at 8x too
+                sets["microbatches"] = 128
+            sets["layers"] = max(int(sets.get("layers", 2)), int(sets["virtual_stages"]))
+            sets["layers"] = min(int(sets["layers"]), 4)  # per stage: keep traces small
+            sizes = [stages, 2 * stages, 4 * stages]
+        elif base == "hsdp":
+            sizes = [s for s in (1, 2, 4, 8, 16) if s <= gpn or s % gpn == 0][:5]
         result = pattern_errors(name, sizes, seed=rng.randrange(1000), sets=sets)
         line, missed = _cells(result)
         misses += bool(missed)

@@ -82,9 +82,40 @@ deviceProperties listing the node's gpus_per_node GPUs. Steps 1, 3, 4, 6
   cuda_graph   forward and backward with their collectives replayed from one
                CUDA graph per step: one cudaGraphLaunch (graph_launch), each
                node graph_gap after the node it follows (preset: layers=64)
+  pp           pipeline parallel: pp_stages stages x DP replicas (rank =
+               stage*DP + replica; N must be a multiple of pp_stages, DP grows
+               with N); 1F1B over a global batch of microbatches (M/DP per
+               replica per step in strong mode, M in weak); activations and
+               gradients as nccl:send/nccl:recv (record_param_comms send/recv,
+               ncclDevKernel_SendRecv, pair groups pp_<s>_<s+1>_dp<d>); after
+               the last backward each stage AllReduces model_bytes/p over its
+               DP group dp_<s>; optimizer opt_time/p; virtual_stages v > 1:
+               interleaved 1F1B (Megatron's order). The bubble comes from the
+               schedule; speedups are over N = pp_stages (preset: layers=2 per
+               stage, fwd_time=0.16, bwd_time=0.32, act_bytes=4 MiB)
+  moe          expert parallel: per layer dense kernels, all-to-all dispatch,
+               expert GEMM (expert_time/layers x the rank's load), all-to-all
+               combine (record_param_comms all_to_all, SendRecv kernel,
+               (N-1)*alpha + (N-1)/N*a2a_bytes/bandwidth); loads drawn per step
+               and rank (lognormal, imbalance), so ranks wait for the busiest;
+               DDP buckets of the dense gradients
+  zero2        DDP's buckets ReduceScattered during backward; optimizer over
+               the 1/N shard; one AllGather per bucket of the updated
+               parameters after it
+  hsdp         FSDP inside each node (shard group of min(N, gpus_per_node)
+               ranks, mesh_dp_shard) plus an AllReduce of each reduced shard
+               across nodes (mesh_dp_replicate); N past one node must be whole
+               nodes; below one node it is FSDP over the N ranks
+  act_ckpt     activation checkpointing: each layer's forward recomputed in
+               its backward inside CheckpointFunctionBackward (reentrant
+               torch.utils.checkpoint); combines with every base
+Refused combinations (one-line error): pp with cuda_graph, comm_types or
+launch_bound; moe, zero2, hsdp or act_ckpt with cuda_graph.
 Patterns' truth: per measured N the attribution of the traced schedule; at
 every N in world sizes and --truth-at the expected step time of the same
-schedule (noise-free; random delays averaged over replicas of all N ranks).
+schedule (noise-free; random delays averaged over replicas of all N ranks);
+moe adds expert_imbalance (drawn loads minus balanced), act_ckpt recompute
+(seconds per step), pp its bubble's 1F1B share per N.
 
 \b
 Parameters (--set NAME=VALUE; times in seconds at N=1):
@@ -133,8 +164,8 @@ def _world_sizes(text: str, option: str) -> list[int]:
     "--pattern",
     default="ddp",
     show_default=True,
-    help="Training pattern: ddp|fsdp|tp plus grad_accum, multinode, launch_bound, heavy_tail, "
-    "comm_types, cuda_graph, joined by ',' (see above).",
+    help="Training pattern: ddp|fsdp|tp|pp|moe|zero2|hsdp plus grad_accum, multinode, "
+    "launch_bound, heavy_tail, comm_types, cuda_graph, act_ckpt, joined by ',' (see above).",
 )
 @click.option(
     "--truth-at",

@@ -78,7 +78,7 @@ def pattern_params(
 ) -> SimParams:
     """The pattern's preset parameters with the user's ``overrides`` on top, validated."""
     spec = _spec(pattern)
-    preset: dict[str, float | int] = {}
+    preset: dict[str, float | int] = dict(PRESETS.get(spec.base, {}))
     for modifier in sorted(spec.modifiers):
         preset.update(PRESETS.get(modifier, {}))
     merged = {**preset, **(overrides or {})}
