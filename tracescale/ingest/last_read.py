@@ -7,6 +7,11 @@ and its last file is the one the replay asks for (always so for a single-trace s
 inference trace, one GPU), the decode and classification are not repeated. At most one
 trace is kept, it is dropped before the next file is decoded, and the replay takes it (the
 memo no longer holds it), so memory stays bounded by one rank.
+
+What classification found in every rank the map step computed (its collective instances, a
+small table the map's results hold anyway) is kept too, until the analysis ends: the replay's
+representative rank is rarely the last file read, and its trace must then be decoded again,
+but classifying it again would only find the same instances.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from tracescale.ingest.trace import RankTrace
 Key = tuple[str, int, str, int]
 
 _kept: dict[Key, tuple[RankTrace, Any]] = {}
+#: Key -> what classification found, for every rank the current map step computed
+_found: dict[Key, Any] = {}
 _keeping = False
 
 
@@ -36,8 +43,25 @@ def keeping_last_read() -> Iterator[None]:
 
 
 def forget() -> None:
-    """Drop what is kept: before another trace is decoded, and when an analysis ends."""
+    """Drop what is kept, traces and findings: when a map step starts and an analysis ends."""
     _kept.clear()
+    _found.clear()
+
+
+def drop_trace() -> None:
+    """Drop the kept trace (not the findings): before another trace is decoded."""
+    _kept.clear()
+
+
+def note_found(key: Key, found: Any) -> None:
+    """Keep what classifying the rank under ``key`` found (the map step's computed results,
+    from this process or a worker: the same table the replay's classification would give)."""
+    _found[key] = found
+
+
+def found_for(key: Key) -> Any | None:
+    """What the map step's classification found under ``key``; None where it computed none."""
+    return _found.get(key)
 
 
 def remember(key: Key, trace: RankTrace, found: Any) -> None:

@@ -57,6 +57,7 @@ def run_tasks(
     if it has a ``begin(tasks)`` method, that is called first with all the tasks.
     """
     tasks = list(tasks)
+    last_read.forget()  # a new map: what an earlier one read or found is not this one's
     n_jobs = default_jobs() if jobs is None else max(int(jobs), 1)
     begin = getattr(progress, "begin", None)
     if callable(begin):
@@ -84,6 +85,12 @@ def run_tasks(
     def store(i: int, result: Outcome) -> None:
         out[i] = result
         key = keys[i]
+        if isinstance(result, RankResult) and _worker is run_task:
+            task = tasks[i]  # the replay classifies its rank's trace no second time
+            if task.rules_file not in digests:
+                digests[task.rules_file] = load_rules(task.rules_file).digest
+            found_key = (task.path, result.rank, digests[task.rules_file], task.memory_budget)
+            last_read.note_found(found_key, result.collectives)
         # A file modified while it was being analyzed must not be cached under the old key.
         if (
             cache is not None

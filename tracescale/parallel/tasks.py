@@ -88,7 +88,7 @@ def run_task(task: RankTask) -> RankResult | TaskError:
     names the exception so the rest of the study is analyzed and the user can report it.
     """
     try:
-        last_read.forget()  # one trace at a time: the one kept goes before this one is read
+        last_read.drop_trace()  # one trace at a time: the one kept goes before this one is read
         rules = load_rules(task.rules_file)
         with local_copy(task.path) as local:
             trace = vet(load_trace(local, memory_budget=task.memory_budget))

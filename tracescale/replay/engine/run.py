@@ -21,7 +21,7 @@ from tracescale.ingest.execution_trace import (
     ExecutionTraceError,
     read_dependencies,
 )
-from tracescale.ingest.last_read import take
+from tracescale.ingest.last_read import found_for, take
 from tracescale.ingest.plausible import vet
 from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
@@ -172,7 +172,8 @@ def replay_run(
     rows = run.steps[run.steps["rank"] == rank] if own_steps is None else own_steps
 
     def build() -> GraphInput:
-        kept = None if loader is not None else take((path, rank, rules.digest, memory_budget))
+        key = (path, rank, rules.digest, memory_budget)
+        kept = None if loader is not None else take(key)
         return_freed_memory()  # what the map step freed, before a second trace is decoded
         if kept is not None:  # the map step's last trace, read in this process
             trace, coll = kept
@@ -186,7 +187,10 @@ def replay_run(
                     trace = vet(load_trace(local, memory_budget=memory_budget))
             # Only the collective instances are kept: the rest of the rank's classification
             # is freed before the graph is built beside the trace (the stage's memory peak).
-            coll = classify_rank(trace, rules, rank=rank).collectives
+            # The map step's own classification of this file found them already.
+            coll = None if loader is not None else found_for(key)
+            if coll is None:
+                coll = classify_rank(trace, rules, rank=rank).collectives
         devices = len(trace.meta.device_names)
         return_freed_memory()  # the decoder's and classification's buffers
         et = _dependencies(execution_trace)

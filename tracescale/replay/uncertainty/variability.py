@@ -46,6 +46,12 @@ class OffsetPool:
     )
 
     _unit_max: dict[int, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: ``ReplayStudy._wait_terms`` at this position by its exact arguments, with the delay model
+    #: they were drawn from: the levers' scenario studies share the pools (and mostly the
+    #: model), so each asks the same slowest-rank question the projection already answered
+    terms: dict[
+        tuple[int | None, int, int, float, float], tuple[object, tuple[float, float, float]]
+    ] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def rest_spread(self, dev_scale: float) -> float:
         """Width of the middle 80% of the device jitter at ``dev_scale`` (remembered)."""
