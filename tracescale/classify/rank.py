@@ -264,40 +264,44 @@ def _annotations(
     k = np.searchsorted(win.start, ev.start[idx], side="right") - 1
     ok = (k >= 0) & (ev.start[idx] < win.end[np.clip(k, 0, None)])
     idx, k = idx[ok], k[ok]
-    frame = pd.DataFrame(
-        {
-            "name_id": ev.name[idx],
-            "is_op": ev.cat[idx] != trace.string_id("user_annotation"),
-            "step_idx": k,
-            "start_ns": ev.start[idx],
-            "end_ns": ev.start[idx] + ev.dur[idx],
-        }
-    )
-    if frame.empty:
+    if len(idx) == 0:
         empty = pd.DataFrame(columns=["name", "step", "start_ns", "end_ns", "is_op"])
         return empty, pd.DataFrame(columns=["step", "name", "seconds", "is_op"])
-    frame["d"] = frame["end_ns"] - frame["start_ns"]
-    by = frame.groupby(["step_idx", "name_id"])
-    sums = by.agg(seconds=("d", "sum"), is_op=("is_op", "all")).reset_index()
+    # Per (step, name): summed in integer ns (exact in any order), so plain numpy over the
+    # rows sorted by step then name gives what a pandas groupby would, at a tenth of its cost
+    name_id = ev.name[idx]
+    is_op = ev.cat[idx] != trace.string_id("user_annotation")
+    start = ev.start[idx]
+    end = start + ev.dur[idx]
+    d = end - start
+    order = np.lexsort((name_id, k))
+    ks, ns = k[order], name_id[order]
+    new = np.ones(len(order), dtype=np.bool_)
+    new[1:] = (ks[1:] != ks[:-1]) | (ns[1:] != ns[:-1])
+    first = np.flatnonzero(new)
+    seconds = np.add.reduceat(d[order], first)
+    all_op = np.logical_and.reduceat(is_op[order], first)
+    group = np.empty(len(order), dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
     totals = pd.DataFrame(
         {
-            "step": win.numbers[sums["step_idx"].to_numpy(dtype=np.int64)],
-            "name": trace.names(sums["name_id"].to_numpy(dtype=np.int32)),
-            "seconds": sums["seconds"].to_numpy(dtype=np.float64) / 1e9,
-            "is_op": sums["is_op"].to_numpy(dtype=np.bool_),
+            "step": win.numbers[ks[first].astype(np.int64)],
+            "name": trace.names(ns[first].astype(np.int32)),
+            "seconds": seconds.astype(np.float64) / 1e9,
+            "is_op": all_op.astype(np.bool_),
         }
     )
-    total = by["d"].transform("sum").to_numpy()
-    calls = by["d"].transform("size").to_numpy()
-    step_len = (win.end - win.start)[frame["step_idx"].to_numpy()]
-    frame = frame[(total >= _RANGE_MIN_SHARE * step_len) & (calls <= _RANGE_MAX_CALLS)]
+    total = seconds[group]
+    calls = np.diff(np.append(first, len(order)))[group]
+    step_len = (win.end - win.start)[k]
+    keep = (total >= _RANGE_MIN_SHARE * step_len) & (calls <= _RANGE_MAX_CALLS)
     ranges = pd.DataFrame(
         {
-            "name": trace.names(frame["name_id"].to_numpy(dtype=np.int32)),
-            "step": win.numbers[frame["step_idx"].to_numpy(dtype=np.int64)],
-            "start_ns": frame["start_ns"].to_numpy(),
-            "end_ns": frame["end_ns"].to_numpy(),
-            "is_op": frame["is_op"].to_numpy(dtype=np.bool_),
+            "name": trace.names(name_id[keep].astype(np.int32)),
+            "step": win.numbers[k[keep].astype(np.int64)],
+            "start_ns": start[keep],
+            "end_ns": end[keep],
+            "is_op": is_op[keep].astype(np.bool_),
         }
     )
     return ranges, totals
