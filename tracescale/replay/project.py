@@ -186,7 +186,10 @@ class ReplayStudy:
                 # each rank's own mean delay is serial (the pooled delays' mean over their
                 # median: the draws', unbiased, not the fitted tail's, whose shape a few dozen
                 # draws hardly pin down); the slowest of N's excess over it is an overhead
-                scaled[at] += max(float(np.mean(self.delays.draws)), 0.0)
+                mean = max(float(np.mean(self.delays.draws)), 0.0)
+                mean *= self._work_scales(10**12)[0] ** self.delays.work_power
+                share = base.delay_share if len(base.delay_share) == len(at) else 1.0
+                np.add.at(scaled, at, mean * share)
         var_total = 0.0
         pre = np.zeros(len(dur))
         c = base.coll
@@ -214,7 +217,8 @@ class ReplayStudy:
                 w = wait
                 if int(group) > 1 and position in base.offsets:
                     # the other reading: the whole spread is jitter of the device work
-                    hs = dev_scale if alt else host_scale
+                    power = self.delays.work_power if self.delays is not None else 1.0
+                    hs = dev_scale if alt else host_scale**power
                     size = self.comm.group_at(group, pg, ref, n)
                     terms = self._wait_terms(position, n, size, hs, dev_scale)
                     late = terms[tail_alt + 1]

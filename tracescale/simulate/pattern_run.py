@@ -116,8 +116,13 @@ def serial_by_category(spec: PatternSpec, params: SimParams, n: int, seed: int) 
     """Seconds per category of T_inf (strong mode): one cycle of ``n`` ranks with the parallel
     work divided away (``div`` infinite), transfers free and no jitter, every launch and the
     serial work kept, classified by the attribution rules (waits by their cause) and averaged
-    over ranks and steps. Random per-rank delays stay drawn: they are no parallel work."""
+    over ranks and steps. A random per-rank delay (heavy_tail) is kept at its mean on every
+    rank: its mean is serial (no N divides it away), while the slowest of N ranks' excess over
+    it grows with N, an overhead at each N like a collective's transfer, not serial work."""
     quiet = dataclasses.replace(params, jitter=0.0)
+    if spec.has("heavy_tail") and quiet.tail_median > 0:
+        mean = quiet.tail_median * math.exp(quiet.tail_sigma**2 / 2)  # lognormal's mean
+        quiet = dataclasses.replace(quiet, tail_median=0.0, dl_serial=quiet.dl_serial + mean)
     e = engine_class(spec.has("cuda_graph"))(
         quiet, n, math.inf, 1, np.random.default_rng([seed, n, 11]), True,
         legacy_nccl=spec.has("multinode"),

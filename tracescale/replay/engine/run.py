@@ -65,12 +65,16 @@ class RunReplay:
     #: Every rank's own host delay per step, centred (``variability.own_delays``): pooled over
     #: the runs for the slowest of N ranks.
     delays: F64 = field(default_factory=lambda: np.zeros(0))
-    #: Per step: the representative rank's longest host gap and how much longer that step's own
-    #: host delay was than its run's median (seconds, may be negative). A projection replays the
-    #: rank with a typical delay and adds the slowest of N ranks' lateness, so the slowest rank
-    #: of the measured run is not counted twice.
+    #: Per step: the representative rank's gaps where its own host delay shows (``_delay_gaps``)
+    #: and their shares of how much longer that step's delay was than its run's median
+    #: (seconds, may be negative). A projection replays the rank with a typical delay and adds
+    #: the slowest of N ranks' lateness, so the slowest rank of the measured run is not counted
+    #: twice.
     delay_node: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     delay_excess: F64 = field(default_factory=lambda: np.zeros(0))
+    #: Each delay node's share of its step's delay (1 where one gap holds it; they sum to 1
+    #: per step): the mean delay kept at infinite N is spread as the excess is.
+    delay_share: F64 = field(default_factory=lambda: np.zeros(0))
     #: Kernel counts and times per launching op per step (names that vary with N are fitted
     #: per launching op: ``replay.laws.kernel_pools``).
     kernels: KernelTables = field(default_factory=lambda: KernelTables({}, {}))
@@ -226,7 +230,7 @@ def replay_run(
             group_time[name] = float(sums[g]) / nsteps
     kernels = kernel_tables(graph, graph_steps, nsteps)
     delays = own_delays(run)
-    delay_node, delay_excess = _delay_gaps(graph, keep, delays, rank)
+    delay_node, delay_excess, delay_share = _delay_gaps(graph, keep, delays, rank)
     for node, ex in zip(delay_node.tolist(), delay_excess.tolist(), strict=True):
         name = graph.groups[int(graph.group[node])]
         if name in group_time:  # the laws see the rank's work at a typical delay
@@ -279,6 +283,7 @@ def replay_run(
         delays=delays.to_numpy(dtype=np.float64),
         delay_node=delay_node,
         delay_excess=delay_excess,
+        delay_share=delay_share,
         kernels=kernels,
         caused=caused,
         host_waits=host_waits,
@@ -298,29 +303,50 @@ def _caused(rows: pd.DataFrame, own: F64) -> F64:
     return np.asarray(out, dtype=np.float64)
 
 
+#: A gap at least this share of its step's longest gap, of the same category, shares the
+#: step's delay: a loader's annotation cut by its child ops into several gaps holds the delay
+#: across them, and a law fitted per gap group needs each gap back at its typical length.
+DELAY_GAP_SHARE = 0.1
+
+
 def _delay_gaps(
     graph: Graph, keep: npt.NDArray[np.bool_], delays: pd.Series, rank: int
-) -> tuple[npt.NDArray[np.int64], F64]:
-    """Per kept step: the rank's longest host gap (where a data-loading or host delay shows)
-    and the step's own delay beyond the run's median, at most that gap."""
+) -> tuple[npt.NDArray[np.int64], F64, F64]:
+    """Per kept step: the gaps where the rank's own host delay shows (its longest host gap and
+    the step's other gaps of that category at least ``DELAY_GAP_SHARE`` of it), the step's own
+    delay beyond the run's median spread over them in proportion to their lengths (at most
+    their sum), and each gap's share of the step's delay (they sum to 1 per step)."""
+    none = np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
     if len(delays) == 0 or rank not in delays.index.get_level_values(0):
-        return np.zeros(0, np.int64), np.zeros(0)
+        return none
     mine = delays.xs(rank, level=0)
+    gaps = np.flatnonzero((graph.kind == GAP) & (graph.step >= 0))
     # The longest gap of each step (the first of equal ones): one sort over the gap nodes,
     # not a scan of every node per step.
-    idx = np.flatnonzero((graph.kind == GAP) & (graph.step >= 0))
-    step = graph.step[idx].astype(np.int64)
-    idx = idx[np.lexsort((idx, -graph.dur[idx], step))]
+    idx = gaps[np.lexsort((gaps, -graph.dur[gaps], graph.step[gaps]))]
     step = graph.step[idx].astype(np.int64)
     first = np.ones(len(idx), dtype=np.bool_)
     first[1:] = step[1:] != step[:-1]
-    idx, step = idx[first], step[first]
-    at = mine.index.get_indexer(graph.step_numbers[step])
-    ok = keep[step] & (at >= 0)
-    nodes = idx[ok].astype(np.int64)
-    own = mine.to_numpy(dtype=np.float64)[at[ok]]
-    excess = np.minimum(own, graph.dur[nodes] / 1e9)
-    return nodes, excess.astype(np.float64)
+    longest = np.full(len(graph.step_first), -1, dtype=np.int64)
+    longest[step[first]] = idx[first]
+    s = graph.step[gaps].astype(np.int64)
+    top = longest[s]
+    cat = graph.category if len(graph.category) == len(graph) else np.zeros(len(graph))
+    pick = (top >= 0) & (cat[gaps] == cat[np.clip(top, 0, None)])
+    pick &= graph.dur[gaps] >= DELAY_GAP_SHARE * graph.dur[np.clip(top, 0, None)]
+    pick &= graph.dur[gaps] > 0
+    nodes, s = gaps[pick].astype(np.int64), s[pick]
+    at = mine.index.get_indexer(graph.step_numbers[s])
+    ok = keep[s] & (at >= 0)
+    nodes, s, at = nodes[ok], s[ok], at[ok]
+    if len(nodes) == 0:
+        return none
+    dur = graph.dur[nodes] / 1e9
+    total = np.bincount(s, weights=dur, minlength=len(graph.step_first))[s]
+    share = dur / total
+    own = mine.to_numpy(dtype=np.float64)[at]
+    excess = np.minimum(own, total) * share
+    return nodes, excess.astype(np.float64), share.astype(np.float64)
 
 
 #: glibc's mallopt parameter for the mmap threshold, and the threshold set (1 MiB).

@@ -73,6 +73,11 @@ class DelayModel:
     #: candidate's score (``tail_choice.HeldOut.score``).
     chosen: str = ""
     scores: tuple[tuple[str, float], ...] = ()
+    #: How the delays scale with the rank's host work: ``delay ~ host_scale ** work_power``
+    #: (1: a loader's jitter proportional to its share of the batch; 0: stalls of a fixed
+    #: size, whatever N), read from how the measured runs' spreads moved with their host
+    #: work (``laws.work_scales.delay_power``).
+    work_power: float = 1.0
 
     @functools.cached_property
     def spread(self) -> float:
