@@ -16,6 +16,7 @@ import pandas as pd
 from tracescale.categories import CATEGORIES
 from tracescale.classify.blocking import blocking_copies, capture_note
 from tracescale.classify.collectives import collective_instances, type_layers
+from tracescale.classify.exposure import exposed, hideable
 from tracescale.classify.gpu_metrics import add_gpu_columns
 from tracescale.classify.recompute import recomputed
 from tracescale.classify.rules import DEVICE_TARGETS, HOST_TARGETS, RuleSet, classify_events
@@ -219,9 +220,9 @@ def classify_rank(trace: RankTrace, rules: RuleSet, *, rank: int | None = None) 
     rest = comm_seg & ~claimed
     if rest.any():
         comm_by_type["other"] = comm_by_type.get("other", 0.0) + float(length[rest].sum())
-    coll = _exposed(coll, segs)
+    coll = exposed(coll, segs)
     work = (ev.is_device & (dev_t == 0)) if kind == "gpu" else (main & cat_is_op)
-    coll = _hideable(trace, coll, segs, work, launched)
+    coll = hideable(trace, coll, segs, work, launched)
     coll.insert(0, "rank", rank_id)
     ranges, totals = _annotations(trace, main & (host_t < 0), win)
     dk = device_kind(trace, win.main_pid)
@@ -380,48 +381,3 @@ def _replicated_device(trace: RankTrace, main: BOOL, dev_t: np.ndarray) -> BOOL:
     if not launches.any():
         return np.zeros(len(ev), dtype=np.bool_)
     return ev.is_device & np.isin(ev.correlation, ev.correlation[launches])
-
-
-def _hideable(
-    trace: RankTrace, coll: pd.DataFrame, segs: Segments, work: BOOL, launched: I64
-) -> pd.DataFrame:
-    """Per asynchronous instance: compute this rank ran between the instance's launch and the
-    point where its compute waited for communication (the end of backward, in DDP).
-
-    That is the compute that can hide this instance and the ones after it. The wait point is
-    the end of the last compute launched before the step's last asynchronous instance was
-    launched: later compute (the optimizer) waits for the collectives, so it hides nothing.
-    """
-    coll = coll.copy()
-    coll["hideable"] = 0.0
-    if coll.empty or not work.any():
-        return coll
-    ev = trace.events
-    w_launch, w_end = launched[work], (ev.start + ev.dur)[work]
-    order = np.argsort(w_launch, kind="stable")
-    w_launch, w_end = w_launch[order], np.maximum.accumulate(w_end[order])
-    compute = CAT["compute"]
-    for _step, grp in coll[coll["async"]].groupby("step"):
-        last_launch = int(grp["ready_ns"].max())
-        k = int(np.searchsorted(w_launch, last_launch, side="left")) - 1
-        if k < 0:
-            continue
-        wait_at = int(w_end[k])
-        # From the instance's start on its stream: the host launches far ahead of the GPU, so
-        # the launch time says nothing about when the data was ready; the start bounds it.
-        for i, ready in zip(grp.index, grp["start_ns"], strict=True):
-            hidden = segs.time_in(int(ready), wait_at)[compute] if wait_at > ready else 0.0
-            coll.at[i, "hideable"] = float(hidden)
-    return coll
-
-
-def _exposed(coll: pd.DataFrame, segs: Segments) -> pd.DataFrame:
-    """Seconds of each instance during which the rank's timeline says `communication`."""
-    comm = CAT["communication"]
-    exposed = [
-        float(segs.time_in(int(s), int(e))[comm])
-        for s, e in zip(coll["start_ns"], coll["end_ns"], strict=True)
-    ]
-    coll = coll.copy()
-    coll["exposed"] = exposed
-    return coll
