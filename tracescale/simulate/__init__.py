@@ -20,8 +20,8 @@ from tracescale.simulate import attribution
 from tracescale.simulate.events import Emitter
 from tracescale.simulate.params import SimParams, make_params, parse_sets
 from tracescale.simulate.pattern_run import simulate_pattern
-from tracescale.simulate.programs import PRESETS, PatternSpec, parse_pattern
 from tracescale.simulate.schedule import T0_NS, Plan, StepShared, emit_rank, make_plan, run_steps
+from tracescale.simulate.spec import PRESETS, PatternSpec, parse_pattern
 from tracescale.simulate.truth import (
     build_truth,
     closed_form,

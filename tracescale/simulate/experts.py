@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracescale.simulate import checkpointing, programs
+from tracescale.simulate import checkpointing, layers
 from tracescale.simulate import kernels as K
 from tracescale.simulate.engine import Engine, Times
 from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM
+from tracescale.simulate.spec import PatternSpec
 
 EXPERT_GEMM = (
     "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_grouped_128x128_16x4_nn_align4>"
@@ -66,7 +67,7 @@ def forward(e: Engine, fwd: Times, loads: np.ndarray) -> None:
     """Every layer: dense kernels, dispatch, experts, combine."""
     cum = K.cumulative(K.FWD_LAYER, e.p.layers)
     for layer in range(e.p.layers):
-        programs.layer_kernels(e, K.FWD_LAYER, fwd, layer, cum)
+        layers.layer_kernels(e, K.FWD_LAYER, fwd, layer, cum)
         _all_to_all(e)
         _experts(e, loads, 1.0, EXPERT_OPS)
         _all_to_all(e)
@@ -74,7 +75,7 @@ def forward(e: Engine, fwd: Times, loads: np.ndarray) -> None:
 
 def backward(
     e: Engine,
-    spec: programs.PatternSpec,
+    spec: PatternSpec,
     bwd: Times,
     fwd: Times,
     loads: np.ndarray,
@@ -88,7 +89,7 @@ def backward(
     cum = K.cumulative(K.BWD_LAYER, p.layers)
     fwd_cum = K.cumulative(K.FWD_LAYER, p.layers)
     per = len(K.BWD_LAYER)
-    after = programs.bucket_after(p.buckets, p.comm_start, per * p.layers)
+    after = layers.bucket_after(p.buckets, p.comm_start, per * p.layers)
     total = int(p.model_bytes) // 4
     nelems = [total // p.buckets + (1 if b < total % p.buckets else 0) for b in range(p.buckets)]
     bucket = 0
@@ -98,7 +99,7 @@ def backward(
         _all_to_all(e)
         _experts(e, loads, 2.0, EXPERT_BWD_OPS)
         _all_to_all(e)
-        programs.layer_kernels(e, K.BWD_LAYER, bwd, k, cum)
+        layers.layer_kernels(e, K.BWD_LAYER, bwd, k, cum)
         while reduces and bucket < p.buckets and after[bucket] <= per * (k + 1):
             nel = nelems[bucket]
             e.collective("allreduce", nel, nel, 4 * nel, after=COMPUTE_STREAM)

@@ -24,10 +24,10 @@ import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.errors import UsageError
-from tracescale.simulate import attribution, checkpointing, pattern_run, pipeline, sharded
+from tracescale.simulate import attribution, checkpointing, pipeline, runner, sharded
 from tracescale.simulate.engine import Engine
 from tracescale.simulate.params import SimParams
-from tracescale.simulate.programs import PatternSpec
+from tracescale.simulate.spec import PatternSpec
 
 
 def check_sizes(spec: PatternSpec, params: SimParams, mode: str, sizes: list[int]) -> None:
@@ -54,7 +54,7 @@ def run_extras(
     if spec.has("act_ckpt"):
         out["recompute"] = _per_step(e, steps)
     if spec.base == "moe":
-        flat = pattern_run.run(spec, dataclasses.replace(params, imbalance=0.0), e.n, mode,
+        flat = runner.run(spec, dataclasses.replace(params, imbalance=0.0), e.n, mode,
                                steps, seed, record=False)  # fmt: skip
         out["expert_imbalance"] = (
             float(np.stack(e.durations).mean()) - float(np.stack(flat.durations).mean())
@@ -76,15 +76,14 @@ def model_extras(
     if spec.base == "moe":
         flat = dataclasses.replace(params, imbalance=0.0)
         out["expert_imbalance"] = {
-            str(n): expected[n] - pattern_run.expected_step(spec, flat, mode, n, seed)[0]
-            for n in sizes
+            str(n): expected[n] - runner.expected_step(spec, flat, mode, n, seed)[0] for n in sizes
         }
     if spec.has("act_ckpt"):
         cycle = spec.cycle(params.accum_steps)
         rec = {}
         for n in sizes:
-            e, _ = pattern_run.expected_run(spec, params, mode, n, seed)
-            warm = pattern_run.warmup(spec)
+            e, _ = runner.expected_run(spec, params, mode, n, seed)
+            warm = runner.warmup(spec)
             total = _per_step(e, warm + cycle) * (warm + cycle)
             rec[str(n)] = total / (warm + cycle)
         out["recompute_time"] = rec
@@ -113,8 +112,8 @@ def pp_serial(
         q = dataclasses.replace(params, jitter=0.0, microbatches=m, fwd_time=params.fwd_time *
                                 scale, bwd_time=params.bwd_time * scale, dl_parallel=0.0,
                                 h2d_time=0.0, tail_median=0.0)  # fmt: skip
-        warm = pattern_run.warmup(spec)
-        e = pattern_run.run(spec, q, p, "strong", warm + spec.cycle(q.accum_steps), seed,
+        warm = runner.warmup(spec)
+        e = runner.run(spec, q, p, "strong", warm + spec.cycle(q.accum_steps), seed,
                             record=True)  # fmt: skip
         rows = [t for ts in attribution.resolve(e.records).values() for t in ts[warm:]]
         return {c: math.fsum(t.categories[c] for t in rows) * 1e-9 / len(rows) for c in CATEGORIES}

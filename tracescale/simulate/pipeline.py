@@ -29,13 +29,13 @@ from __future__ import annotations
 import numpy as np
 
 from tracescale.errors import UsageError
-from tracescale.simulate import checkpointing, p2p, programs, stages
+from tracescale.simulate import checkpointing, layers, p2p, stages
 from tracescale.simulate import kernels as K
 from tracescale.simulate.engine import Engine, Times
 from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM, RECV_STREAM
 from tracescale.simulate.groups import Groups
 from tracescale.simulate.params import SimParams
-from tracescale.simulate.programs import PatternSpec
+from tracescale.simulate.spec import PatternSpec
 
 Pass = tuple[str, int, int]  # ("F" | "B", microbatch, chunk)
 FORWARD = "PipelineStage.forward_step"
@@ -121,7 +121,7 @@ class Pipeline:
             if u > 0:
                 self._recv(s, (s - 1) % p, ("F", i, u))
             for layer in range(self.layers):
-                programs.layer_kernels(e, K.FWD_LAYER, fwd, layer, self.fwd_cum)
+                layers.layer_kernels(e, K.FWD_LAYER, fwd, layer, self.fwd_cum)
             if u < last:
                 self._send(s, (s + 1) % p, ("F", i, u + 1))
             e.annotate("user_annotation", FORWARD, a)
@@ -133,7 +133,7 @@ class Pipeline:
             region = None
             if self.spec.has("act_ckpt"):
                 region = checkpointing.open_region(e, fwd, layer, self.fwd_cum, mask)
-            programs.layer_kernels(e, K.BWD_LAYER, bwd, k, self.bwd_cum)
+            layers.layer_kernels(e, K.BWD_LAYER, bwd, k, self.bwd_cum)
             if region is not None:
                 checkpointing.close_region(e, region)
         if u > 0:
@@ -176,7 +176,7 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int, mode: str) -
     accum = p.accum_steps if spec.has("grad_accum") else 1
     sync_step = index % accum == accum - 1
     e.begin_step()
-    programs.load_batch(e, spec)
+    layers.load_batch(e, spec)
     Pipeline(e, spec, dp, m).run()
     if sync_step:
         if dp > 1:
@@ -184,5 +184,5 @@ def step(e: Engine, spec: PatternSpec, index: int, first_step: int, mode: str) -
             e.collective("allreduce", nel, nel, 4 * nel, after=COMPUTE_STREAM,
                          group=dp_groups(p.pp_stages, dp))  # fmt: skip
             e.wait_for(COMPUTE_STREAM, COMM_STREAM, FINALIZE)
-        programs.optimizer(e, p.opt_time / p.pp_stages)
-    programs.close_step(e, first_step + index)
+        layers.optimizer(e, p.opt_time / p.pp_stages)
+    layers.close_step(e, first_step + index)

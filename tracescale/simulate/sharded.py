@@ -14,12 +14,13 @@ per bucket brings the updated parameters back before the next forward.
 from __future__ import annotations
 
 from tracescale.errors import UsageError
-from tracescale.simulate import checkpointing, programs
+from tracescale.simulate import checkpointing, layers
 from tracescale.simulate import kernels as K
 from tracescale.simulate.engine import Engine, Times
 from tracescale.simulate.events import COMM_STREAM, COMPUTE_STREAM
 from tracescale.simulate.groups import Groups
 from tracescale.simulate.params import SimParams
+from tracescale.simulate.spec import PatternSpec
 
 FSDP_PRE_FORWARD = "FullyShardedDataParallel._pre_forward"
 FSDP_PRE_BACKWARD = "FullyShardedDataParallel._pre_backward_hook"
@@ -64,12 +65,12 @@ def _all_gather(e: Engine, group: Groups | None) -> tuple[Times, int]:
     return e.collective("allgather", shard, full, 4 * full, record=True, group=group)
 
 
-def _groups(e: Engine, spec: programs.PatternSpec) -> tuple[Groups | None, Groups | None]:
+def _groups(e: Engine, spec: PatternSpec) -> tuple[Groups | None, Groups | None]:
     """(shard, replicate) groups of this run: None, None for plain FSDP over the world."""
     return mesh(e.p, e.n) if spec.base == "hsdp" else (None, None)
 
 
-def fsdp_forward(e: Engine, spec: programs.PatternSpec, fwd: Times, dist: bool) -> None:
+def fsdp_forward(e: Engine, spec: PatternSpec, fwd: Times, dist: bool) -> None:
     """Per layer: compute waits for its AllGather; the next layer's AllGather is prefetched."""
     p = e.p
     shard, _ = _groups(e, spec)
@@ -79,11 +80,11 @@ def fsdp_forward(e: Engine, spec: programs.PatternSpec, fwd: Times, dist: bool) 
         if gathered is not None:
             e.wait_for(COMPUTE_STREAM, COMM_STREAM, FSDP_PRE_FORWARD, gathered)
             gathered = _all_gather(e, shard) if layer + 1 < p.layers else None
-        programs.layer_kernels(e, K.FWD_LAYER, fwd, layer, cum)
+        layers.layer_kernels(e, K.FWD_LAYER, fwd, layer, cum)
 
 
 def fsdp_backward(
-    e: Engine, spec: programs.PatternSpec, bwd: Times, fwd: Times, dist: bool, reduce: bool
+    e: Engine, spec: PatternSpec, bwd: Times, fwd: Times, dist: bool, reduce: bool
 ) -> None:
     """Reverse order: re-gather (prefetch one ahead), compute, ReduceScatter the gradients
     (HSDP: then AllReduce the shard across nodes). Under gradient accumulation (``no_sync``)
@@ -102,7 +103,7 @@ def fsdp_backward(
         region = None
         if spec.has("act_ckpt"):
             region = checkpointing.open_region(e, fwd, layer, fwd_cum)
-        programs.layer_kernels(e, K.BWD_LAYER, bwd, k, cum)
+        layers.layer_kernels(e, K.BWD_LAYER, bwd, k, cum)
         if region is not None:
             checkpointing.close_region(e, region)
         if dist and reduce:
@@ -116,7 +117,7 @@ def zero2_step(e: Engine, dist: bool) -> None:
     """The optimizer over the rank's 1/N shard, then one AllGather per bucket of the updated
     parameters; the next forward (here: ``loss.item()``'s drain) waits for them."""
     p = e.p
-    programs.optimizer(e, p.opt_time / e.n)
+    layers.optimizer(e, p.opt_time / e.n)
     if not dist:
         return
     total = int(p.model_bytes) // 4
