@@ -107,8 +107,7 @@ def _update(
                          _speedup(base_hi, pt.ci90[0], base_n, n, mode)]  # fmt: skip
     p["closed_form_breakdown_s"] = dict(p.pop("breakdown_s", {}))
     if categories:
-        dur, pre, _ = study.split_durations(n)
-        bd = replayed_breakdown(study.base.graph, dur, pre, study.base.kept)
+        bd = replayed_breakdown(study.base.graph, study.replay_at(n), study.base.kept)
         total = sum(bd.values())
         # the replayed step's categories, at the projection's step time
         p["breakdown_s"] = {c: v * t / total if total > 0 else 0.0 for c, v in bd.items()}

@@ -25,8 +25,9 @@ import numpy.typing as npt
 
 from tracescale.categories import CATEGORIES
 from tracescale.replay.engine.cycles import bootstrap_mean, weighted_mean
+from tracescale.replay.engine.late import late_waits, replay_late
 from tracescale.replay.engine.run import RunReplay
-from tracescale.replay.engine.schedule import replay
+from tracescale.replay.engine.schedule import Replayed, replay
 from tracescale.replay.graph.build import DEV, GAP
 from tracescale.replay.laws.nodes import CONSTANT, Law
 from tracescale.replay.laws.p2p import bubble_ratio, fixed_tail, p2p_rows
@@ -133,12 +134,18 @@ class ReplayStudy:
         key = ("steps", n, *sorted(how.items()))
         got = self._memo.get(key)
         if got is None:
-            dur, pre, _ = self.split_durations(n, **how)
-            got = replay(self.base.graph, dur, pre).step_time[self.base.kept]
+            got = self.replay_at(n, **how).step_time[self.base.kept]
             got.flags.writeable = False
             self._memo[key] = got
         out: F64 = got
         return out
+
+    def replay_at(self, n: int, **how: Any) -> Replayed:
+        """The base graph replayed at ``n`` (``how``: :meth:`split_durations`' options), the
+        slowest rank's lateness carried to the step's later collectives (``engine.late``)."""
+        dur, pre, _ = self.split_durations(n, **how)
+        anchor, late = self._memo[("late", n, *_how_key(how))]
+        return replay_late(self.base.graph, dur, pre, anchor, late)
 
     def split_durations(
         self,
@@ -153,19 +160,21 @@ class ReplayStudy:
         key = ("split", n, alt, infinite, comm_end, tail_alt)
         got = self._memo.get(key)
         if got is None:
-            got = self._split_durations(n, alt, infinite, comm_end, tail_alt)
+            *got, late = self._split_durations(n, alt, infinite, comm_end, tail_alt)
             got[0].flags.writeable = False
             got[1].flags.writeable = False
-            self._memo[key] = got
-            splits = [k for k in self._memo if k[0] == "split"]
-            for old in splits[: max(len(splits) - SPLITS_KEPT, 0)]:
-                del self._memo[old]  # two arrays per node each: a million-step graph's are GBs
+            self._memo[key] = got = tuple(got)
+            self._memo[("late", n, alt, infinite, comm_end, tail_alt)] = late
+            for kind in ("split", "late"):
+                kept = [k for k in self._memo if k[0] == kind]
+                for old in kept[: max(len(kept) - SPLITS_KEPT, 0)]:
+                    del self._memo[old]  # arrays per node: a million-step graph's are GBs
         out: tuple[F64, F64, float] = got
         return out
 
     def _split_durations(
         self, n: int, alt: bool, infinite: bool, comm_end: int, tail_alt: int
-    ) -> tuple[F64, F64, float]:
+    ) -> tuple[F64, F64, float, tuple[npt.NDArray[np.int64], F64]]:
         base = self.base
         g = base.graph
         ref = base.world_size
@@ -192,6 +201,8 @@ class ReplayStudy:
                 np.add.at(scaled, at, mean * share)
         var_total = 0.0
         pre = np.zeros(len(dur))
+        carried = (np.full(len(dur), -1, dtype=np.int64), np.zeros(len(dur)))
+        power = self.delays.work_power if self.delays is not None else 1.0
         c = base.coll
         if len(c):
             host_scale, dev_scale = self._work_scales(n, alt)
@@ -199,6 +210,7 @@ class ReplayStudy:
             nodes = cols["node"]
             new = np.empty(len(c))
             waits = np.zeros(len(c))
+            host = np.zeros(len(c))
             p2p_law = self.p2p or CONSTANT
             bubble = self._bubble_ratio() if infinite else None
             for i, row in enumerate(cols["rows"]):
@@ -217,20 +229,30 @@ class ReplayStudy:
                 w = wait
                 if int(group) > 1 and position in base.offsets:
                     # the other reading: the whole spread is jitter of the device work
-                    power = self.delays.work_power if self.delays is not None else 1.0
                     hs = dev_scale if alt else host_scale**power
                     size = self.comm.group_at(group, pg, ref, n)
                     terms = self._wait_terms(position, n, size, hs, dev_scale)
                     late = terms[tail_alt + 1]
                     w = max(late - systematic - rest * dev_scale, 0.0)
                     w = w if size > 1 else 0.0  # a group of one waits for no one
+                    if not infinite and position == self._memo.get(first_key(hs, dev_scale)):
+                        # the host delays' part of the first-reached wait, carried through
+                        # the step (``engine.late``); the rest is measured at each position
+                        k = max(1, min(n, round(size)))
+                        late0 = lateness(base.offsets[position], None, k, hs, dev_scale)
+                        host[i] = max(w - max(late0 - systematic - rest * dev_scale, 0.0), 0.0)
                 var_total += w
                 new[i] = t
                 waits[i] = w
             scaled[nodes] = new
             pre[nodes] = waits
+            if not infinite:
+                hs = dev_scale if alt else host_scale**power
+                first = self._memo.get(first_key(hs, dev_scale))
+                eligible = ~np.asarray(cols["p2p"], dtype=np.bool_) & (cols["group"] > 1)
+                carried = late_waits(g, nodes, cols["position"], host, first, eligible)
         steps = max(int(np.isfinite(base.measured).sum()), 1)
-        return scaled, pre, var_total / steps
+        return scaled, pre, var_total / steps, carried
 
     def _bubble_ratio(self) -> float | None:
         """At infinite N, the p2p nodes' time over the largest run's (``laws.p2p.bubble_ratio``)."""
@@ -267,12 +289,12 @@ class ReplayStudy:
         # A step's host delay is waited for once: at the first collective it reaches. The
         # representative rank then runs as late as the slowest rank, so later collectives
         # draw only the device jitter (their measured offsets still echo the same delay).
-        first_key = ("first", round(host_scale, 9), round(dev_scale, 9))
-        if first_key not in self._memo:
-            self._memo[first_key] = first_reached(
+        key_first = first_key(host_scale, dev_scale)
+        if key_first not in self._memo:
+            self._memo[key_first] = first_reached(
                 self._offsets(), self.delays, host_scale, dev_scale
             )
-        first = self._memo[first_key]
+        first = self._memo[key_first]
         # Everything below reads only these and ``self.delays`` (held in the entry, so its id
         # is not reused while the entry lives): a scenario study sharing both gets the answer
         shared_key = (first, n, round(group), host_scale, dev_scale)
@@ -324,7 +346,13 @@ class ReplayStudy:
                 c["rest"].astype(float).tolist(),
                 strict=True,
             )
-            got = {"node": c["node"].to_numpy(), "p2p": p2p_rows(c).tolist(), "rows": list(fields)}
+            got = {
+                "node": c["node"].to_numpy(),
+                "p2p": p2p_rows(c).tolist(),
+                "rows": list(fields),
+                "position": c["position"].to_numpy().astype(np.int64),
+                "group": c["group"].to_numpy().astype(np.float64),
+            }
             self._memo[("coll",)] = got
         out: dict[str, Any] = got
         return out
@@ -421,3 +449,18 @@ class ReplayStudy:
         t = weighted_mean(steps, w)
         lo, hi = bootstrap_mean(steps, seed, t, self.base.strata, w)
         return t, min(lo, t_alt, t), max(hi, t_alt, t)
+
+
+def _how_key(how: dict[str, Any]) -> tuple[Any, ...]:
+    """``split_durations``' options in its memo key's order, defaults filled in."""
+    return (
+        bool(how.get("alt", False)),
+        bool(how.get("infinite", False)),
+        int(how.get("comm_end", 0)),
+        int(how.get("tail_alt", 0)),
+    )
+
+
+def first_key(host_scale: float, dev_scale: float) -> tuple[str, float, float]:
+    """The memo key of the position where a step's host delay is waited for."""
+    return ("first", round(host_scale, 9), round(dev_scale, 9))

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.timeline import CAT, coverage, last_at_or_before, sorted_unique
-from tracescale.replay.engine.schedule import Replayed, replay, step_windows
+from tracescale.replay.engine.schedule import Replayed, step_windows
 from tracescale.replay.graph.build import DEV, SYNC, Graph
 from tracescale.replay.uncertainty.variability import OffsetPool
 
@@ -101,13 +101,11 @@ def step_categories(graph: Graph, rep: Replayed) -> F64:
     return out
 
 
-def replayed_breakdown(
-    graph: Graph, dur: npt.NDArray[np.float64], pre: npt.NDArray[np.float64], kept: Any
-) -> dict[str, float]:
-    """Seconds per category of the mean kept step, the graph replayed with node durations
-    ``dur`` and waits ``pre`` (a projection's, at its N): the projected breakdown, by the same
-    rules that cut the measured steps, so it is the replay's own and not a second model's."""
-    table = step_categories(graph, replay(graph, dur, pre))[kept]
+def replayed_breakdown(graph: Graph, rep: Replayed, kept: Any) -> dict[str, float]:
+    """Seconds per category of the mean kept step of ``graph`` replayed as ``rep`` (a
+    projection's, at its N): the projected breakdown, by the same rules that cut the measured
+    steps, so it is the replay's own and not a second model's."""
+    table = step_categories(graph, rep)[kept]
     means = table.mean(axis=0) if len(table) else np.zeros(len(CATEGORIES))
     return {c: float(v) for c, v in zip(CATEGORIES, means, strict=True)}
 

@@ -40,6 +40,9 @@ def _pass(
     tail: Any,
     release: Any,
     pre: Any,
+    anchor: Any,
+    off: Any,
+    ready: Any,
     start: Any,
     end: Any,
     free: Any,
@@ -50,7 +53,10 @@ def _pass(
     resource's last node was a device collective (which ends on every rank together), else
     -1e18. ``pre``: a wait after the node's own predecessors are done, which only a device
     collective ending later on the same stream absorbs (a collective waiting for the slowest
-    rank: ranks queued behind the previous collective on its stream arrive together)."""
+    rank: ranks queued behind the previous collective on its stream arrive together).
+    ``anchor``/``off``: besides its own ``pre``, a node starts no earlier than ``off`` after
+    its anchor node was ready (its predecessors done, before its ``pre``), -1 for none
+    (``engine.late``); ``ready`` receives each node's ready time."""
     for i in order:
         r = res[i]
         s = release[i]
@@ -64,7 +70,13 @@ def _pass(
         j2 = dep2[i]
         if kind[i] != SYNC and j2 >= 0 and end[j2] > s:
             s = end[j2]
+        ready[i] = s
         s += pre[i]
+        a = anchor[i]
+        if a >= 0:
+            t = ready[a] + off[i]
+            if t > s:
+                s = t
         if free[r] > s:
             s = free[r]
         k = kind[i]
@@ -89,10 +101,17 @@ def _pass(
 _compiled: Compiled | None = Compiled(_pass)
 
 
-def replay(graph: Graph, dur: F64 | None = None, pre: F64 | None = None) -> Replayed:
-    """Replay ``graph`` with ``dur`` (seconds per node; the measured durations when None) and
+def replay(
+    graph: Graph,
+    dur: F64 | None = None,
+    pre: F64 | None = None,
+    anchor: npt.NDArray[np.int64] | None = None,
+    off: F64 | None = None,
+) -> Replayed:
+    """Replay ``graph`` with ``dur`` (seconds per node; the measured durations when None),
     ``pre`` (seconds per node waited before it unless its resource is busy longer; none when
-    None)."""
+    None), and ``anchor``/``off`` (each node no earlier than ``off`` seconds after its anchor
+    node was ready; none when None)."""
     n = len(graph)
     t0 = float(graph.start.min()) if n else 0.0
     d = graph.dur / 1e9 if dur is None else np.asarray(dur, dtype=np.float64)
@@ -101,6 +120,9 @@ def replay(graph: Graph, dur: F64 | None = None, pre: F64 | None = None) -> Repl
     tail = graph.tail / 1e9
     release = (graph.release - t0) / 1e9
     wait = np.zeros(n) if pre is None else np.asarray(pre, dtype=np.float64)
+    anchors = np.full(n, -1, np.int64) if anchor is None else np.asarray(anchor, np.int64)
+    offs = np.zeros(n) if off is None else np.asarray(off, dtype=np.float64)
+    ready = np.zeros(n)
     n_res = int(graph.res.max()) + 1 if n else 0
     kernel = _compiled.get(n) if _compiled is not None else None
     if kernel is not None and n:
@@ -109,7 +131,8 @@ def replay(graph: Graph, dur: F64 | None = None, pre: F64 | None = None) -> Repl
         free = np.full(n_res, -1e18)
         kernel(
             graph.order.astype(np.int64, copy=False), graph.kind, graph.res, graph.dep, graph.dep2,
-            d, lag, fixed, tail, release, wait, start, end, free, np.full(n_res, -1e18),
+            d, lag, fixed, tail, release, wait, anchors, offs, ready, start, end, free,
+            np.full(n_res, -1e18),
         )  # fmt: skip
         return Replayed(start, end, step_times(graph, start, end))
     # The plain loop indexes memoryviews of the arrays, not lists from ``tolist()``: a list
@@ -119,7 +142,8 @@ def replay(graph: Graph, dur: F64 | None = None, pre: F64 | None = None) -> Repl
     _pass(
         _view(graph.order), _view(graph.kind), _view(graph.res), _view(graph.dep),
         _view(graph.dep2), _view(d), _view(lag), _view(fixed), _view(tail), _view(release),
-        _view(wait), _view(sa), _view(ea), [-1e18] * n_res, [-1e18] * n_res,
+        _view(wait), _view(anchors), _view(offs), _view(ready), _view(sa), _view(ea),
+        [-1e18] * n_res, [-1e18] * n_res,
     )  # fmt: skip
     return Replayed(sa, ea, step_times(graph, sa, ea))
 
