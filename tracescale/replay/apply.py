@@ -170,8 +170,8 @@ def _replay_scenario(entry: dict[str, Any], study: ReplayStudy, base_n: int, mod
         entry["serial_fraction_by_category"] = {c: parts.get(c, 0.0) / t1 for c in _parts_of(parts)}
         entry["amdahl_limit"] = 1.0 / f if f > 0 else None
         entry["serial_fraction_source"] = "replay"
-    else:  # weak scaling: the category share stands, as for the study itself
-        entry["serial_fraction_source"] = "closed_form"
+    else:  # weak scaling: the measured category share stands, as for the study itself
+        entry["serial_fraction_source"] = "attribution"
 
 
 def _parts_of(parts: Mapping[str, float]) -> tuple[str, ...]:
@@ -274,7 +274,10 @@ def apply_replay(
         t1_lo, t1_hi = _t1_interval(study, t1, base_n)
         _headline_serial(scaling, (t_inf, t_inf_lo, t_inf_hi), (t1, t1_lo, t1_hi), parts)
     elif mode != "strong":
-        scaling["serial_fraction"]["source"] = "closed_form"
+        # Gustafson's share of the smallest run's measured step: its replicated and
+        # single-rank categories and its replicated compute (the optimizer) over the step,
+        # as the attribution cut them; no fitted law enters (the replay reproduces that step)
+        scaling["serial_fraction"]["source"] = "attribution"
     comm = study.comm
     inferred = (
         {k: v for k, v in comm.layouts.items() if v.inferred}
