@@ -37,12 +37,35 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: Modules whose parametrized cases are independent of each other but share an expensive
 #: per-case load: spread case by case (the text in brackets), not as one module.
-BY_CASE = {"tests/test_hta_agreement.py"}
+BY_CASE = {"tests/test_hta_agreement.py", "tests/test_serial_fraction_modern.py"}
+
+#: Tests of several modules that read one study of the session (the ``pipeline_study``
+#: fixture): module -> {the test's name, or the end of it (its case) -> the unit a worker takes
+#: whole}, so that one worker builds and analyzes that study once for all of them.
+SHARED_STUDY = {
+    "tests/test_pipeline_parallel.py": {
+        "test_pipeline_projection_meets_targets": "pipeline[1]",
+        "test_bubble_part_is_the_truths_fill_and_drain": "pipeline[1]",
+        "test_first_finding_is_the_bubble_with_its_lever": "pipeline[1]",
+        "test_p2p_nodes_are_not_links_or_variability": "pipeline[1]",
+        "test_interleaved_projection_meets_targets": "pipeline[2]",
+        "test_interleaved_mesh_and_advice": "pipeline[2]",
+    },
+    "tests/test_pipeline_attribution.py": {"[1]": "pipeline[1]", "[2]": "pipeline[2]"},
+    "tests/test_serial_fraction_modern.py": {
+        "[pipeline_4]": "pipeline[1]",
+        "[pipeline_4_interleaved]": "pipeline[2]",
+    },
+}
 
 
 def _scope(nodeid: str) -> str:
-    """The unit of work a worker takes whole: a test module, or one case of a BY_CASE module."""
-    path = nodeid.split("::", 1)[0]
+    """The unit of work a worker takes whole: a test module, one case of a BY_CASE module, or
+    the tests that share a SHARED_STUDY."""
+    path, _, name = nodeid.partition("::")
+    for key, unit in SHARED_STUDY.get(path, {}).items():
+        if name == key or name.endswith(key):
+            return unit
     if path in BY_CASE and nodeid.endswith("]"):
         return f"{path}[{nodeid[nodeid.index('[') + 1 : -1]}]"
     return path if path not in BY_CASE else nodeid
@@ -51,7 +74,7 @@ def _scope(nodeid: str) -> str:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With ``-n N`` and no ``--dist``: each worker takes whole modules (``--dist loadfile``),
-    except that test_hta_agreement.py goes folder by folder.
+    except that BY_CASE modules go case by case and SHARED_STUDY tests go together.
 
     A module- or session-scoped fixture (a simulated study, an analysis, HTA's load of a folder)
     is built by every worker that draws one of its tests; under plain ``load`` that is most
@@ -144,5 +167,23 @@ def analyzed_doc():
         if key not in docs:
             docs[key] = analyze(key, jobs=1).to_dict()
         return copy.deepcopy(docs[key])
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def pipeline_study(tmp_path_factory):
+    """Function: tests/pipeline_studies.py's small pipeline-parallel study with ``virtual``
+    model chunks per rank, built and analyzed once per test process for every module that
+    reads it: (pattern, study entry, truth, the fitted ReplayStudy). Treat them as read-only."""
+    from tests.pipeline_studies import build_and_analyze
+
+    built: dict[int, tuple] = {}
+
+    def get(virtual: int = 1) -> tuple:
+        if virtual not in built:
+            where = tmp_path_factory.mktemp(f"pipeline_v{virtual}")
+            built[virtual] = build_and_analyze(where, virtual)
+        return built[virtual]
 
     return get

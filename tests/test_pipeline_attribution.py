@@ -11,23 +11,17 @@ N = 4/8/16 (plain 1F1B, M = 32) and 3.1/5.6/9.5% (two virtual chunks); now 0.00%
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.independent.attribution_truth import breakdown
-from tests.independent.pipeline import SENDRECV, PipePattern, write_run
+from tests.independent.pipeline import SENDRECV
 from tests.minitrace import MiniTrace
 from tests.test_classify_multirank import rank_steps, run_of
 from tests.test_classify_rules import US, expect
-from tracescale.api import analyze
 from tracescale.categories import CATEGORIES
-
-#: 4 stages, DP = 1, 2, 4 (N = 4, 8, 16), 32 microbatches per step (M / DP per replica)
-SMALL = replace(PipePattern(), microbatches=32, dp_sizes=(1, 2, 4), dp_targets=(8,), steps=3)
 
 
 def _p2p(kind: str) -> dict[str, Any]:
@@ -85,28 +79,15 @@ def test_two_sends_paired_by_sequence_give_nothing_to_compute(tmp_path: Path) ->
     assert run.steps["communication_wait"].sum() == 0.0
 
 
-@pytest.fixture(scope="module")
-def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[PipePattern, Any]]:
-    """Per virtual chunk count (1: plain 1F1B, 2: interleaved), the pattern and its analyzed
-    study document, built once."""
-    out = {}
-    for v in (1, 2):
-        pat = replace(SMALL, virtual=v)
-        where = tmp_path_factory.mktemp(f"pp_v{v}")
-        for dp in pat.dp_sizes:
-            write_run(pat, dp, str(where / f"{pat.stages * dp}gpus"), 1)
-        doc = json.loads(analyze(where, jobs=1, no_cache=True).to_json())
-        out[v] = (pat, doc["studies"][0] if "studies" in doc else doc)
-    return out
-
-
 @pytest.mark.parametrize("virtual", [1, 2])
-def test_breakdown_matches_the_rules_cut(
-    studies: dict[int, tuple[PipePattern, Any]], virtual: int
-) -> None:
+def test_breakdown_matches_the_rules_cut(pipeline_study: Any, virtual: int) -> None:
     """Every category of ``breakdown_s`` within 5% of the step of the truth at every measured N
-    (the acceptance; measured: 0.00%, so 0.5% guards the rule), each rank's step to 1 ns."""
-    pat, study = studies[virtual]
+    (the acceptance; measured: 0.00%, so 0.5% guards the rule), each rank's step to 1 ns.
+
+    The study (virtual chunks 1: plain 1F1B, 2: interleaved; 4 stages, DP = 1, 2, 4: N = 4, 8,
+    16; 32 microbatches per step, M / DP per replica; seed 1) is built and analyzed once per
+    session (tests/pipeline_studies.py)."""
+    pat, study, _, _ = pipeline_study(virtual)
     assert [r["world_size"] for r in study["runs"]] == list(pat.sizes)
     for run in study["runs"]:
         truth = breakdown(pat, run["world_size"] // pat.stages, seed=1)

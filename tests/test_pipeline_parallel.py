@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from tests.independent.pipeline import (
-    PipePattern,
     build_study,
     interleaved,
     one_f_one_b,
@@ -27,7 +26,7 @@ from tests.independent.pipeline import (
 )
 from tests.independent.targets import assert_meets_targets
 from tests.minitrace import MiniTrace
-from tests.replay_capture import analyze_keeping_replay
+from tests.pipeline_studies import SMALL
 from tracescale.cli.pipeline_chunks import run_chunks, trace_chunks
 from tracescale.ingest.decode import load_trace
 from tracescale.replay.laws.interleave import chunk_passes, chunk_reading, starved_chunks
@@ -35,16 +34,12 @@ from tracescale.replay.laws.nodes import fit_law
 from tracescale.replay.laws.p2p import p2p_law, p2p_rows
 from tracescale.replay.serial_parts import BUBBLE
 
-#: The smallest study that shows it: measured at DP = 1, 2, 4 (N = 4, 8, 16), 32 microbatches.
-SMALL = replace(PipePattern(), microbatches=32, dp_sizes=(1, 2, 4), dp_targets=(8, 16, 32), steps=3)
-
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any, Any]:
-    """(study entry, truth, the fitted ReplayStudy), built and analyzed once."""
-    where = tmp_path_factory.mktemp("pp")
-    truth = build_study(SMALL, str(where))
-    entry, replayed = analyze_keeping_replay(where, list(SMALL.targets))
+def study(pipeline_study: Any) -> tuple[dict[str, Any], Any, Any]:
+    """(study entry, truth, the fitted ReplayStudy), built and analyzed once per session
+    (tests/pipeline_studies.py; the attribution and serial-fraction modules read it too)."""
+    _, entry, truth, replayed = pipeline_study(1)
     return entry, truth, replayed
 
 
@@ -148,11 +143,10 @@ INTERLEAVED = replace(SMALL, virtual=2)
 
 
 @pytest.fixture(scope="module")
-def interleaved_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any, Any]:
-    """(study entry, truth, the fitted ReplayStudy) of the interleaved study, analyzed once."""
-    where = tmp_path_factory.mktemp("pp_interleaved")
-    truth = build_study(INTERLEAVED, str(where))
-    entry, replayed = analyze_keeping_replay(where, list(INTERLEAVED.targets))
+def interleaved_study(pipeline_study: Any) -> tuple[dict[str, Any], Any, Any]:
+    """(study entry, truth, the fitted ReplayStudy) of the interleaved study, analyzed once per
+    session (tests/pipeline_studies.py)."""
+    _, entry, truth, replayed = pipeline_study(2)
     return entry, truth, replayed
 
 

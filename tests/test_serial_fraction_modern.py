@@ -25,20 +25,24 @@ from tests.independent.gen import build_study
 from tests.independent.sched import Style
 from tests.independent.serial import serial_by_category
 from tests.independent.variants import VARIANTS
+from tests.pipeline_studies import SEED, SMALL
 from tracescale.api import analyze
 
 #: Two points of T(1): the acceptance bound for every category's part and every line.
 TOLERANCE = 0.02
 
-_PIPE = replace(pp.PipePattern(), microbatches=32, dp_sizes=(1, 2, 4), dp_targets=(8,), steps=3)
+_PIPE = replace(SMALL, dp_targets=(8,))
 #: name -> (pipeline pattern, seed): four stages, and two (whose bubble the p2p law's limit
 #: had put at 0.2-0.3 points against 1.5), and four stages interleaved over two model chunks
 #: per rank (its fill and drain per chunk pass)
 PIPE_CASES = {
-    "pipeline_4": (_PIPE, 1),
+    "pipeline_4": (_PIPE, SEED),
     "pipeline_2": (replace(_PIPE, stages=2), 2),
-    "pipeline_4_interleaved": (replace(_PIPE, virtual=2), 3),
+    "pipeline_4_interleaved": (replace(_PIPE, virtual=2), SEED),
 }
+#: name -> the virtual chunks of the session's study of the same pattern and seed
+#: (tests/pipeline_studies.py, read by the projection and attribution modules too)
+SHARED_PIPE = {"pipeline_4": 1, "pipeline_4_interleaved": 2}
 
 #: name -> (variant, overrides, seed)
 GEN_CASES: dict[str, tuple[str, dict[str, Any], int]] = {
@@ -70,13 +74,32 @@ def _generated(where: Path, name: str, over: dict[str, Any], seed: int) -> Resul
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
-    """name -> (truth parts, reported study entry), each study built and analyzed once."""
+def results(tmp_path_factory: pytest.TempPathFactory, pipeline_study: Any) -> dict[str, Result]:
+    """name -> (truth parts, reported study entry), each study built and analyzed once, when a
+    test first asks for it: the cases are spread over the workers one by one
+    (tests/conftest.py's ``BY_CASE``), so a worker builds only the studies of its cases."""
     root = tmp_path_factory.mktemp("serial_modern")
-    out = {name: _pipeline(root / name, pat, seed) for name, (pat, seed) in PIPE_CASES.items()}
-    for name, (variant, over, seed) in GEN_CASES.items():
-        out[name] = _generated(root / name, variant, over, seed)
-    return out
+    return _Results(root, pipeline_study)
+
+
+class _Results(dict):  # type: ignore[type-arg]
+    def __init__(self, root: Path, pipeline_study: Any) -> None:
+        super().__init__()
+        self.root = root
+        self.pipeline_study = pipeline_study
+
+    def __missing__(self, name: str) -> Result:
+        if name in SHARED_PIPE:
+            pat, entry, _, _ = self.pipeline_study(SHARED_PIPE[name])
+            got = serial_pipeline.serial_by_category(pat, SEED), entry
+        elif name in PIPE_CASES:
+            pat, seed = PIPE_CASES[name]
+            got = _pipeline(self.root / name, pat, seed)
+        else:
+            variant, over, seed = GEN_CASES[name]
+            got = _generated(self.root / name, variant, over, seed)
+        self[name] = got
+        return got
 
 
 @pytest.mark.parametrize("name", [*PIPE_CASES, *GEN_CASES])
