@@ -45,9 +45,10 @@ from tracescale.replay.serial_parts import (
     step_sums,
     systematic_wait,
 )
+from tracescale.replay.slowest_rank import SlowestRankWaits, first_key
 from tracescale.replay.uncertainty.delays import DelayModel
 from tracescale.replay.uncertainty.intervals import combine_ends
-from tracescale.replay.uncertainty.variability import first_reached, lateness
+from tracescale.replay.uncertainty.variability import lateness
 
 F64 = npt.NDArray[np.float64]
 #: Smallest relative model error per doubling of N assumed in the intervals: laws fitted on a
@@ -74,7 +75,7 @@ class ReplayPoint:
 
 
 @dataclass(frozen=True)
-class ReplayStudy:
+class ReplayStudy(SlowestRankWaits):
     """Fitted per-node laws and the communication model over a study's runs."""
 
     runs: tuple[RunReplay, ...]
@@ -239,7 +240,7 @@ class ReplayStudy:
                         # the host delays' part of the first-reached wait, carried through
                         # the step (``engine.late``); the rest is measured at each position
                         k = max(1, min(n, round(size)))
-                        late0 = lateness(base.offsets[position], None, k, hs, dev_scale)
+                        late0 = lateness(self._pools()[position], None, k, hs, dev_scale)
                         host[i] = max(w - max(late0 - systematic - rest * dev_scale, 0.0), 0.0)
                 var_total += w
                 new[i] = t
@@ -264,98 +265,6 @@ class ReplayStudy:
     def _work_scales(self, n: int, alt: bool = False) -> tuple[float, float]:
         """How the base run's host gaps and kernels, in total, scale from N_max to ``n``."""
         return work_scales(self.base, self.laws, n, alt)
-
-    def _wait_terms(
-        self, position: int, n: int, group: float, host_scale: float, dev_scale: float
-    ) -> tuple[float, float, float]:
-        """How long after the mean arrival the slowest rank arrives at one position, at ``n``
-        ranks where the collective's group holds ``group``: (low end, point, high end).
-
-        The step's own host delay is waited for once, at the first collective it reaches, for
-        the slowest of all ``n`` ranks: a late rank holds its group there and, through the
-        groups that overlap it, everyone by the step's end. Later collectives see only the
-        device jitter since the last sync of their own members: the slowest of the group
-        (a tensor-parallel pair waits for its partner, not for the world).
-
-        Point: the pooled host delays with their fitted tail (if one fits). Ends: the bootstrap
-        resamples (tail refitted) at the 5th/95th percentile of the slowest rank, and the draws
-        alone (no tail beyond them) as a further low end.
-        """
-        key = (position, n, round(group), round(host_scale, 9), round(dev_scale, 9))
-        got = self._cache.get(key)
-        if got is not None:
-            return got
-        pool = self.base.offsets[position]
-        # A step's host delay is waited for once: at the first collective it reaches. The
-        # representative rank then runs as late as the slowest rank, so later collectives
-        # draw only the device jitter (their measured offsets still echo the same delay).
-        key_first = first_key(host_scale, dev_scale)
-        if key_first not in self._memo:
-            self._memo[key_first] = first_reached(
-                self._offsets(), self.delays, host_scale, dev_scale
-            )
-        first = self._memo[key_first]
-        # Everything below reads only these and ``self.delays`` (held in the entry, so its id
-        # is not reused while the entry lives): a scenario study sharing both gets the answer
-        shared_key = (first, n, round(group), host_scale, dev_scale)
-        shared = pool.terms.get(shared_key)
-        if shared is not None and shared[0] is self.delays:
-            out = self._cache[key] = shared[1]
-            return out
-        delays = self.delays if position == first else None
-        if delays is None:
-            n = max(1, min(n, round(group)))
-        point = lateness(pool, delays, n, host_scale, dev_scale)
-        ends = [point]
-        if delays is not None and delays.resampled:
-            models = (*delays.ends(n), delays.with_tail(None))
-            ends += [lateness(pool, m, n, host_scale, dev_scale) for m in models]
-        out = (min(ends), point, max(ends))
-        self._cache[key] = out
-        pool.terms[shared_key] = (self.delays, out)
-        return out
-
-    def _offsets(self) -> dict[int, Any]:
-        """The base run's arrival offsets without the p2p positions (no slowest-rank wait)."""
-        got = self._memo.get(("offsets",))
-        if got is None:
-            c = self.base.coll
-            skip = set(c["position"].to_numpy()[p2p_rows(c)].tolist()) if len(c) else set()
-            got = {k: v for k, v in self.base.offsets.items() if k not in skip}
-            self._memo[("offsets",)] = got
-        out: dict[int, Any] = got
-        return out
-
-    def _coll_columns(self) -> dict[str, Any]:
-        """The base run's collective table as plain Python rows (read once per study: every
-        projected N walks it, and frame access per row cost more than the replay)."""
-        got = self._memo.get(("coll",))
-        if got is None:
-            c = self.base.coll
-            pg = c["pg"].astype(str).tolist() if "pg" in c else [""] * len(c)
-            fields = zip(
-                c["collective"].astype(str).tolist(),
-                c["algo"].astype(str).tolist(),
-                c["bytes"].astype(float).tolist(),
-                c["group"].astype(float).tolist(),
-                pg,
-                c["position"].astype(int).tolist(),
-                c["transfer"].astype(float).tolist(),
-                c["wait"].astype(float).tolist(),
-                c["systematic"].astype(float).tolist(),
-                c["rest"].astype(float).tolist(),
-                strict=True,
-            )
-            got = {
-                "node": c["node"].to_numpy(),
-                "p2p": p2p_rows(c).tolist(),
-                "rows": list(fields),
-                "position": c["position"].to_numpy().astype(np.int64),
-                "group": c["group"].to_numpy().astype(np.float64),
-            }
-            self._memo[("coll",)] = got
-        out: dict[str, Any] = got
-        return out
 
     def project(self, n: int, seed: int = 0) -> ReplayPoint:
         """Projected step at ``n`` ranks with its interval (cached: the curve repeats targets)."""
@@ -459,8 +368,3 @@ def _how_key(how: dict[str, Any]) -> tuple[Any, ...]:
         int(how.get("comm_end", 0)),
         int(how.get("tail_alt", 0)),
     )
-
-
-def first_key(host_scale: float, dev_scale: float) -> tuple[str, float, float]:
-    """The memo key of the position where a step's host delay is waited for."""
-    return ("first", round(host_scale, 9), round(dev_scale, 9))
