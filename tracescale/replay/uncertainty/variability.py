@@ -253,10 +253,17 @@ def delay_assumption(delays: DelayModel | None) -> str:
     """What the slowest-rank projection assumed about per-rank delays, in words."""
     if delays is None:
         return "no per-rank host delays measured: only device jitter is drawn for each rank"
+    p = delays.work_power
+    if p < 0.25:
+        how = "keeping its size at any N (not a share of the batch)"
+    elif p > 0.75:
+        how = "shrinking with the rank's host work as N grows"
+    else:
+        how = f"scaling as the rank's host work to the power {p:.2f}"
     text = (
-        "each rank's own host delay per step (data loading, host work) has the same "
-        f"distribution at every N: drawn for each of N ranks from {len(delays.draws)} delays "
-        "pooled over the measured runs"
+        "each rank's own host delay per step (data loading, host work) is drawn for each of N "
+        f"ranks from {len(delays.draws)} delays pooled over the measured runs, {how}, as the "
+        "runs' spreads moved with their host work"
     )
     t = delays.tail
     if t is None and delays.stalls:
