@@ -39,9 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
 #: per-case load: spread case by case (the text in brackets), not as one module.
 BY_CASE = {"tests/test_hta_agreement.py", "tests/test_serial_fraction_modern.py"}
 
-#: Tests of several modules that read one study of the session (the ``pipeline_study``
-#: fixture): module -> {the test's name, or the end of it (its case) -> the unit a worker takes
-#: whole}, so that one worker builds and analyzes that study once for all of them.
+#: Tests of several modules that read one study of the session (the ``pipeline_study`` and
+#: ``torch_pair`` fixtures): module -> {the test's name, or the end of it (its case) -> the
+#: unit a worker takes whole}, so that one worker builds that study once for all of them.
 SHARED_STUDY = {
     "tests/test_pipeline_parallel.py": {
         "test_pipeline_projection_meets_targets": "pipeline[1]",
@@ -52,6 +52,12 @@ SHARED_STUDY = {
         "test_interleaved_mesh_and_advice": "pipeline[2]",
     },
     "tests/test_pipeline_attribution.py": {"[1]": "pipeline[1]", "[2]": "pipeline[2]"},
+    "tests/test_user_traces_et_steps.py": {
+        "test_a_real_execution_trace_pairs_with_its_kineto_trace": "torch_pair",
+    },
+    "tests/test_et_dependencies.py": {
+        "test_the_real_torch_pair_reads_its_dependencies": "torch_pair"
+    },
     "tests/test_serial_fraction_modern.py": {
         "[pipeline_4]": "pipeline[1]",
         "[pipeline_4_interleaved]": "pipeline[2]",
@@ -187,3 +193,33 @@ def pipeline_study(tmp_path_factory):
         return built[virtual]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def torch_pair(tmp_path_factory):
+    """A real Kineto trace and execution trace of one CPU training loop (torch, if present),
+    recorded once per test process for every module that reads it (``SHARED_STUDY``)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("torch") is None:  # not imported here: the script records it
+        pytest.skip("a real execution trace needs torch")
+    out = tmp_path_factory.mktemp("torch_pair")
+    script = f"""
+import torch
+from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
+et = ExecutionTraceObserver().register_callback({str(out / "rank0_et.json")!r})
+m = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+with profile(activities=[ProfilerActivity.CPU], execution_trace_observer=et) as p:
+    for _ in range(3):
+        m(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        p.step()
+et.unregister_callback()
+p.export_chrome_trace({str(out / "rank0_kineto.json")!r})
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=120)
+    return out

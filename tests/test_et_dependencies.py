@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.test_user_traces_et_steps import torch_pair  # noqa: F401 - the real pair fixture
 from tracescale.classify.rank import classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
@@ -215,7 +214,7 @@ def test_an_et_that_cannot_be_used_is_one_line(tmp_path: Path, et: Any, reason: 
     assert f.execution_trace == "" and f.et_dependencies == 0
 
 
-def test_the_real_torch_pair_reads_its_dependencies(torch_pair: Path) -> None:  # noqa: F811
+def test_the_real_torch_pair_reads_its_dependencies(torch_pair: Path) -> None:
     """torch's CPU autograd runs the backward on the thread that calls it, and the optimizer
     too: the real CPU training loop has every op on one thread (the ET's ``tid`` 1), so it
     reads 180 ops and exactly 0 cross-thread dependencies (measured with torch 2.13)."""

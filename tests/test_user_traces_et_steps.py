@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -102,30 +100,6 @@ def test_inspect_lists_the_pair(write_trace, tmp_path):
     assert "worker0_et.json" in et and "paired with rank 0" in et
     table = CliRunner().invoke(cli, ["inspect", str(run)])
     assert "execution trace: " in table.output and "paired with rank 0" in table.output
-
-
-@pytest.fixture(scope="module")
-def torch_pair(tmp_path_factory):
-    """A real Kineto trace and execution trace of one CPU training loop (torch, if present)."""
-    pytest.importorskip("torch", reason="a real execution trace needs torch")
-    out = tmp_path_factory.mktemp("torch_pair")
-    script = f"""
-import torch
-from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
-et = ExecutionTraceObserver().register_callback({str(out / "rank0_et.json")!r})
-m = torch.nn.Linear(8, 8)
-opt = torch.optim.SGD(m.parameters(), lr=0.1)
-with profile(activities=[ProfilerActivity.CPU], execution_trace_observer=et) as p:
-    for _ in range(3):
-        m(torch.randn(4, 8)).sum().backward()
-        opt.step()
-        opt.zero_grad()
-        p.step()
-et.unregister_callback()
-p.export_chrome_trace({str(out / "rank0_kineto.json")!r})
-"""
-    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=120)
-    return out
 
 
 def test_a_real_execution_trace_pairs_with_its_kineto_trace(torch_pair):
