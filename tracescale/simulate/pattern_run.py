@@ -46,6 +46,12 @@ def host_of(params: SimParams, rank: int) -> str:
     return f"simnode{rank // params.gpus_per_node}"
 
 
+#: Patterns whose optimizer shard depends on N apart from the batch (ZeRO over every rank,
+#: HSDP over a node): the step at N=1 with the batch divided away still runs the whole
+#: optimizer, so T_inf is read at the largest N instead.
+SHARDED_OPTIMIZER = ("zero2", "hsdp")
+
+
 def serial_by_category(spec: PatternSpec, params: SimParams, n: int, seed: int) -> dict[str, float]:
     """Seconds per category of T_inf (strong mode): one cycle of ``n`` ranks with the parallel
     work divided away (``div`` infinite), transfers free and no jitter, every launch and the
@@ -54,6 +60,8 @@ def serial_by_category(spec: PatternSpec, params: SimParams, n: int, seed: int) 
     rank: its mean is serial (no N divides it away), while the slowest of N ranks' excess over
     it grows with N, an overhead at each N like a collective's transfer, not serial work."""
     quiet = dataclasses.replace(params, jitter=0.0)
+    if spec.base == "zero2":  # the optimizer runs on a 1/N shard: parallel work, divided away
+        quiet = dataclasses.replace(quiet, opt_time=0.0)
     if spec.has("heavy_tail") and quiet.tail_median > 0:
         mean = quiet.tail_median * math.exp(quiet.tail_sigma**2 / 2)  # lognormal's mean
         quiet = dataclasses.replace(quiet, tail_median=0.0, dl_serial=quiet.dl_serial + mean)
@@ -151,6 +159,9 @@ def simulate_pattern(
         t_inf, _ = expected_step(spec, params, mode, 1, seed, div=math.inf)
         t1 = expected[1]
         parts = serial_by_category(spec, params, max(world_sizes), seed) if mode == "strong" else {}
+        if parts and spec.base in SHARDED_OPTIMIZER:
+            # one rank holds the whole optimizer: T_inf is the parts' step at the largest N
+            t_inf = math.fsum(parts.values())
     more = extras.model_extras(spec, params, mode, sorted(expected), seed, expected)
 
     def speedup(n: int) -> float:
