@@ -36,8 +36,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: Modules whose parametrized cases are independent of each other but share an expensive
-#: per-case load: spread case by case (the text in brackets), not as one module.
-BY_CASE = {"tests/test_hta_agreement.py", "tests/test_serial_fraction_modern.py"}
+#: per-case load (or none): spread case by case (the text in brackets; a test without one
+#: alone), not as one module.
+BY_CASE = {
+    "tests/test_capture.py",
+    "tests/test_classify_real.py",
+    "tests/test_hta_agreement.py",
+    "tests/test_independent_variants.py",
+    "tests/test_ingest_fast.py",
+    "tests/test_process_group_study.py",
+    "tests/test_projection_patterns.py",
+    "tests/test_serial_fraction_modern.py",
+    "tests/test_serial_fraction_parts.py",
+    "tests/test_simulate_modern_analyzer.py",
+    "tests/test_study_cache.py",
+    "tests/test_tutorial.py",
+}
 
 #: Tests of several modules that read one study of the session (the ``pipeline_study`` and
 #: ``torch_pair`` fixtures): module -> {the test's name, or the end of it (its case) -> the
@@ -58,11 +72,42 @@ SHARED_STUDY = {
     "tests/test_et_dependencies.py": {
         "test_the_real_torch_pair_reads_its_dependencies": "torch_pair"
     },
+    "tests/test_independent_variants.py": {
+        "[hsdp/8-per-node]": "hsdp8",
+        "test_hsdp_traces_name_the_mesh_as_device_mesh_does": "hsdp8",
+    },
+    "tests/test_serial_fraction_parts.py": {
+        "test_amdahl_caps_follow_from_each_part": (
+            "tests/test_serial_fraction_parts.py[launch_bound]"
+        ),
+        "test_the_report_prints_the_replayed_parts_and_not_the_closed_form": (
+            "tests/test_serial_fraction_parts.py[launch_bound]"
+        ),
+    },
     "tests/test_serial_fraction_modern.py": {
         "[pipeline_4]": "pipeline[1]",
         "[pipeline_4_interleaved]": "pipeline[2]",
     },
 }
+
+
+#: Units (see :func:`_scope`) that take the longest, slowest first: handed out before the others
+#: (pytest-xdist orders units by their count of tests), so that no worker starts one of them
+#: while the other has nothing left to do.
+SLOW_FIRST = [
+    "pipeline[2]",
+    "pipeline[1]",
+    "tests/test_html_layout.py",
+    "tests/test_annotate.py",
+    "tests/test_accuracy.py",
+    "tests/test_serial_fraction_parts.py[median_10ms]",
+    "tests/test_serial_fraction_parts.py[median_4ms]",
+    "tests/test_hta_interop.py",
+    "tests/test_tutorial.py::test_tutorial_capture",
+    "tests/test_tutorial.py::test_tutorial_commands_and_outputs",
+    "tests/test_projection_patterns.py[launch_bound]",
+    "tests/test_serial_fraction_modern.py[moe_events]",
+]
 
 
 def _scope(nodeid: str) -> str:
@@ -95,6 +140,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class ModuleOrCase(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            for unit in reversed(SLOW_FIRST):  # the longest units start first
+                if unit in self.workqueue:
+                    self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
 
     return ModuleOrCase(config, log)
 

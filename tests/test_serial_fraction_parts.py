@@ -81,25 +81,41 @@ def _parts(entry: dict[str, Any]) -> dict[str, float]:
     return {c: float(sf["by_category"][c]) for c in CATEGORIES}
 
 
-Results = dict[str, tuple[dict[str, Any], dict[str, Any]]]
+class Results:
+    """name -> (reported study entry, truth document): each study simulated when its truth is
+    first asked for, and analyzed (once) when its entry is. The cases are spread over the
+    workers one by one (tests/conftest.py's ``BY_CASE``): a worker runs only its cases'."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.truths: dict[str, dict[str, Any]] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
+
+    def truth(self, name: str) -> dict[str, Any]:
+        if name not in self.truths:
+            pattern, over, sizes = SIM_CASES[name]
+            params = SimParams(**over) if pattern == "ddp" else pattern_params(pattern, over)  # type: ignore[arg-type]
+            self.truths[name] = simulate(
+                list(sizes), self.root / name, pattern=pattern, params=params, steps=4, seed=1
+            )
+        return self.truths[name]
+
+    def __getitem__(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        truth = self.truth(name)
+        if name not in self.entries:
+            study = analyze(self.root / name, jobs=1, no_cache=True)
+            self.entries[name] = study.studies[0]
+            RENDERED[name] = study.render("markdown")
+        return self.entries[name], truth
 
 
 @pytest.fixture(scope="session")
 def sim_results(tmp_path_factory: pytest.TempPathFactory) -> Results:
     """name -> (reported study entry, truth document), each study simulated once."""
-    out = {}
-    root = tmp_path_factory.mktemp("serial_parts")
-    for name, (pattern, over, sizes) in SIM_CASES.items():
-        params = SimParams(**over) if pattern == "ddp" else pattern_params(pattern, over)  # type: ignore[arg-type]
-        where = root / name
-        truth = simulate(list(sizes), where, pattern=pattern, params=params, steps=4, seed=1)
-        study = analyze(where, jobs=1, no_cache=True)
-        out[name] = (study.studies[0], truth)
-        RENDERED[name] = study.render("markdown")
-    return out
+    return Results(tmp_path_factory.mktemp("serial_parts"))
 
 
-#: name -> the study rendered as markdown (filled by the fixture)
+#: name -> the study rendered as markdown (filled by :class:`Results`)
 RENDERED: dict[str, str] = {}
 
 
@@ -121,7 +137,8 @@ def test_the_truth_adds_up_to_the_serial_fraction(
 ) -> None:
     """The per-category truth at the largest N against the truth's own T_inf at N = 1: they
     differ only by the collectives' launches (none at N = 1), well under a point."""
-    for name, (_, truth) in sim_results.items():
+    for name in SIM_CASES:
+        truth = sim_results.truth(name)
         assert sum(truth["serial_by_category"].values()) == pytest.approx(
             truth["serial_fraction"], abs=0.005
         ), name
