@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -48,6 +47,8 @@ def study_text(study_doc: dict[str, Any]) -> tuple[str, list[tuple[Any, ...]]]:
 
 
 def _jsonschema_accepts(doc: Any, kind: str = "study") -> bool:
+    import jsonschema  # here, not at collection: its import costs every worker seconds
+
     try:
         schemas.validate(doc, kind)
     except jsonschema.ValidationError:
