@@ -95,9 +95,9 @@ SHARED_STUDY = {
 #: (pytest-xdist orders units by their count of tests), so that no worker starts one of them
 #: while the other has nothing left to do.
 SLOW_FIRST = [
+    "rendered studies",
     "pipeline[2]",
     "pipeline[1]",
-    "tests/test_html_layout.py",
     "tests/test_annotate.py",
     "tests/test_accuracy.py",
     "tests/test_serial_fraction_parts.py[median_10ms]",
@@ -110,10 +110,25 @@ SLOW_FIRST = [
 ]
 
 
+#: Modules that render the same shipped and real studies (the ``analyzed_doc`` fixture): one
+#: worker takes them all and analyzes each study once.
+SHARED_MODULES = dict.fromkeys(
+    (
+        "tests/test_html_chromium.py",
+        "tests/test_html_layout.py",
+        "tests/test_notebook_display.py",
+        "tests/test_report_terminal.py",
+    ),
+    "rendered studies",
+)
+
+
 def _scope(nodeid: str) -> str:
     """The unit of work a worker takes whole: a test module, one case of a BY_CASE module, or
-    the tests that share a SHARED_STUDY."""
+    the tests that share a SHARED_STUDY or SHARED_MODULES' studies."""
     path, _, name = nodeid.partition("::")
+    if path in SHARED_MODULES:
+        return SHARED_MODULES[path]
     for key, unit in SHARED_STUDY.get(path, {}).items():
         if name == key or name.endswith(key):
             return unit
