@@ -37,8 +37,9 @@ class SlowestRankWaits:
         The step's own host delay is waited for once, at the first collective it reaches, for
         the slowest of all ``n`` ranks: a late rank holds its group there and, through the
         groups that overlap it, everyone by the step's end (``engine.late`` carries that
-        lateness to the step's later collectives where the first ran beside the compute). Later collectives see only the
-        device jitter since the last sync of their own members: the slowest of the group
+        lateness to the step's later collectives where the first ran beside the compute).
+        Later collectives see only the device jitter since the last sync of their own
+        members: the slowest of the group
         (a tensor-parallel pair waits for its partner, not for the world).
 
         Point: the pooled host delays with their fitted tail (if one fits). Ends: the bootstrap
