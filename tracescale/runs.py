@@ -7,7 +7,6 @@ the contract (seconds, per-step rows) that every report number is reproduced fro
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import os
@@ -23,9 +22,11 @@ from tracescale.classify.result import STEP_COLUMNS, RunBreakdown
 from tracescale.classify.stragglers import find_stragglers
 from tracescale.classify.top_ops import recompute_seconds, run_top_ops
 from tracescale.errors import InvalidTraceError, UsageError
+from tracescale.groups import group_codes, group_mean, series_mean
 from tracescale.ingest.discover import RunSpec
 from tracescale.ingest.group import pooled_windows_note
 from tracescale.parallel.tasks import TaskError
+from tracescale.table import replace_tables, table_of
 
 _ROW_COLUMNS = [c for c in STEP_COLUMNS if c != "start"]
 
@@ -34,7 +35,8 @@ def select_steps(result: RankResult, steps: slice | None) -> RankResult:
     """Keep the steps whose ProfilerStep number lies in ``steps`` (negatives: from the end)."""
     if steps is None:
         return result
-    numbers = result.steps["step"].to_numpy()
+    own = table_of(result, "steps")
+    numbers = own.col("step")
     position = np.arange(len(numbers))
     keep = np.ones(len(numbers), dtype=bool)
     if steps.start is not None:
@@ -43,7 +45,7 @@ def select_steps(result: RankResult, steps: slice | None) -> RankResult:
     if steps.stop is not None:
         stop = int(steps.stop)
         keep &= (numbers < stop) if stop >= 0 else (position < len(numbers) + stop)
-    kept = result.steps[keep].reset_index(drop=True)
+    kept = own[keep]
     if kept.empty:
         have = f"#{numbers.min()}–#{numbers.max()}" if len(numbers) else "no ProfilerStep"
         raise UsageError(
@@ -51,14 +53,13 @@ def select_steps(result: RankResult, steps: slice | None) -> RankResult:
             "numbers are ProfilerStep numbers, as inspect shows them",
             path=result.path,
         )
-    keep_numbers = set(kept["step"].tolist())
-    coll = result.collectives[result.collectives["step"].isin(keep_numbers)]
-    ops = result.op_seconds
+    keep_numbers = list(set(kept.col("step").tolist()))
+    coll = table_of(result, "collectives")
+    coll = coll[np.isin(coll.col("step"), keep_numbers)]
+    ops = table_of(result, "op_seconds")
     if len(ops):
-        ops = ops[ops["step"].isin(keep_numbers)].reset_index(drop=True)
-    return dataclasses.replace(
-        result, steps=kept, collectives=coll.reset_index(drop=True), op_seconds=ops
-    )
+        ops = ops[np.isin(ops.col("step"), keep_numbers)]
+    return replace_tables(result, steps=kept, collectives=coll, op_seconds=ops)
 
 
 def _slice_text(steps: slice) -> str:
@@ -175,9 +176,10 @@ _SHARE_FROM = 20_000
 
 def step_rows(run: RunBreakdown) -> dict[str, Any]:
     """The run's per-step rows (``columns``, ``data``): the entry ``step_rows`` of the contract."""
+    steps = table_of(run, "steps")
     return {
         "columns": _ROW_COLUMNS,
-        "data": _rows(run.steps[_ROW_COLUMNS].to_numpy(dtype=np.float64)),
+        "data": _rows(np.stack([steps.col(c).astype(np.float64) for c in _ROW_COLUMNS], axis=1)),
     }
 
 
@@ -187,30 +189,36 @@ def run_to_dict(run: RunBreakdown, *, rows: bool = True) -> dict[str, Any]:
     ``rows`` False leaves ``step_rows`` None for :func:`step_rows` to fill later: at a million
     steps the rows are the document's largest part, and the replay's peak need not hold them.
     """
-    steps = run.steps
-    per_rank_means = steps.groupby("rank")[["duration", *CATEGORIES]].mean()
-    breakdown = {c: float(per_rank_means[c].mean()) for c in CATEGORIES}
-    step_times = steps.groupby("step", sort=True)["duration"].mean().to_numpy()
-    rank_extra = steps.groupby("rank")[["overlapped_communication", "communication_wait"]].mean()
+    steps = table_of(run, "steps")
+    # pandas' groupby means (Kahan-compensated, tracescale.groups), ranks and steps sorted
+    codes, (rank_ids,) = group_codes(steps.col("rank"))
+    n = len(rank_ids)
+    means = {c: group_mean(codes, steps.col(c), n) for c in ("duration", *CATEGORIES)}
+    breakdown = {c: series_mean(means[c]) for c in CATEGORIES}
+    step_codes, (step_ids,) = group_codes(steps.col("step"))
+    step_times = group_mean(step_codes, steps.col("duration"), len(step_ids))
+    rank_overlap = group_mean(codes, steps.col("overlapped_communication"), n)
+    rank_wait = group_mean(codes, steps.col("communication_wait"), n)
+    per_rank_rows = np.stack([means[c] for c in ("duration", *CATEGORIES)], axis=1)
     hta = _hta_shares(run)
     return {
         "world_size": run.world_size,
         "ranks": list(run.ranks),
-        "steps": int(steps.groupby("rank").size().max()) if len(steps) else 0,
+        "steps": int(np.bincount(codes).max()) if len(steps) else 0,
         "paths": list(run.paths),
         # a device the rules do not know stays "unknown"; "analyzed_as" says how it was read
         "kind": "unknown" if run.device == "unknown" else run.kind,
         "analyzed_as": run.kind,
         "device": run.device,
         "step_time_s": {
-            "mean": float(per_rank_means["duration"].mean()),
+            "mean": series_mean(means["duration"]),
             "median": float(np.median(step_times)),
             "p10": float(np.percentile(step_times, 10)),
             "p90": float(np.percentile(step_times, 90)),
         },
         "breakdown_s": breakdown,
-        "overlapped_communication_s": float(rank_extra["overlapped_communication"].mean()),
-        "communication_wait_s": float(rank_extra["communication_wait"].mean()),
+        "overlapped_communication_s": series_mean(rank_overlap),
+        "communication_wait_s": series_mean(rank_wait),
         "communication_by_collective_s": dict(sorted(run.communication_by_collective.items())),
         "per_rank": [
             {
@@ -221,9 +229,9 @@ def run_to_dict(run: RunBreakdown, *, rows: bool = True) -> dict[str, Any]:
                 **hta.get(int(rank), {}),
             }
             for rank, row, wait in zip(
-                per_rank_means.index.tolist(),
-                per_rank_means[["duration", *CATEGORIES]].to_numpy().tolist(),
-                rank_extra["communication_wait"].to_numpy().tolist(),
+                rank_ids.tolist(),
+                per_rank_rows.tolist(),
+                rank_wait.tolist(),
                 strict=False,
             )
         ],
@@ -233,9 +241,9 @@ def run_to_dict(run: RunBreakdown, *, rows: bool = True) -> dict[str, Any]:
             {"execution": e, "rank": r, "offset_s": off, "scatter_s": sc}
             for e, r, off, sc in run.clock_offsets
         ],
-        "top_ops": run_top_ops(run.ops),
+        "top_ops": run_top_ops(table_of(run, "ops")),
         # activation checkpointing's forward run again (``recompute: `` top ops), all of it
-        "recompute_s": recompute_seconds(run.ops),
+        "recompute_s": recompute_seconds(table_of(run, "ops")),
         "stragglers": find_stragglers(steps),
         "warnings": list(run.warnings),
     }
@@ -245,11 +253,16 @@ def _hta_shares(run: RunBreakdown) -> dict[int, dict[str, Any]]:
     """Per rank: HTA-compatible ``gpu_idle_pct`` and ``comm_comp_overlap_pct`` (GPU runs) and
     the interval measures they come from (``gpu_time_s``; see classify/gpu_metrics.py)."""
     out: dict[int, dict[str, Any]] = {}
-    for row in run.gpu_metrics.itertuples(index=False):
-        out[int(row.rank)] = {
-            "gpu_idle_pct": _pct(row.gpu_idle_pct),
-            "comm_comp_overlap_pct": _pct(row.comm_comp_overlap_pct),
-            "gpu_time_s": row.totals.seconds(),
+    table = table_of(run, "gpu_metrics")
+    if not len(table):
+        return out
+    for rank, idle, overlap, totals in table.rows(
+        ["rank", "gpu_idle_pct", "comm_comp_overlap_pct", "totals"]
+    ):
+        out[int(rank)] = {
+            "gpu_idle_pct": _pct(idle),
+            "comm_comp_overlap_pct": _pct(overlap),
+            "gpu_time_s": totals.seconds(),
         }
     return out
 

@@ -9,40 +9,47 @@ reference: it is reached through ranks already aligned, group by group.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-import pandas as pd
+import numpy as np
+
+from tracescale.groups import group_codes, group_median, group_size
+from tracescale.table import as_table
 
 
 def clock_offsets(
-    coll: pd.DataFrame, key: Sequence[str], ref_rank: int, end: str = "end"
+    coll: Any, key: Sequence[str], ref_rank: int, end: str = "end"
 ) -> dict[int, float]:
     """Each rank's clock minus ``ref_rank``'s (``coll``: one row per rank and instance, the
     instance named by the ``key`` columns, its end in ``end``); a rank that no chain of shared
     instances reaches is left out (callers take 0)."""
-    key = list(key)
+    coll = as_table(coll)
     offsets: dict[int, float] = {int(ref_rank): 0.0}
-    ranks = coll["rank"].astype("int64")
+    ranks = coll.col("rank").astype(np.int64)
+    raw = coll.col(end)
     # relative to the first end: exact in float64 even for int64 ns since the epoch
-    ends = (coll[end] - coll[end].min()).astype("float64")
+    ends = (raw - raw.min()).astype(np.float64) if len(raw) else raw.astype(np.float64)
+    codes, uniq = group_codes(*(coll.col(k) for k in key))
+    ngroups = len(uniq[0]) if uniq else 0
     while True:
-        known = ranks.isin(list(offsets))
+        known = np.isin(ranks, np.array(list(offsets), dtype=np.int64))
         if known.all():
             return offsets
-        aligned = (
-            (ends[known] - ranks[known].map(offsets))
-            .groupby([coll.loc[known, k] for k in key])
-            .median()
-        )
-        rest = coll.loc[~known, key].assign(rank=ranks[~known], end=ends[~known])
-        joined = rest.join(aligned.rename("ref"), on=key, how="inner")
-        if joined.empty:
+        shift = np.array([offsets.get(int(r), np.nan) for r in ranks.tolist()])
+        aligned = group_median(np.where(known, codes, -1), ends - shift, ngroups)
+        rest = ~known & (codes >= 0)
+        ref = np.full(len(ranks), np.nan)
+        ref[rest] = aligned[codes[rest]]
+        rest &= ~np.isnan(ref)
+        if not rest.any():
             return offsets
-        new = (joined["end"] - joined["ref"]).groupby(joined["rank"]).median()
-        offsets.update({int(r): float(v) for r, v in new.items()})
+        rank_codes, (rank_ids,) = group_codes(ranks[rest])
+        new = group_median(rank_codes, ends[rest] - ref[rest], len(rank_ids))
+        offsets.update({int(r): float(v) for r, v in zip(rank_ids.tolist(), new, strict=True)})
 
 
 def alignment_scatter(
-    coll: pd.DataFrame, key: Sequence[str], offsets: dict[int, int], end: str = "end_ns"
+    coll: Any, key: Sequence[str], offsets: dict[int, int], end: str = "end_ns"
 ) -> dict[int, float]:
     """Each rank's median distance (seconds) of its aligned collective ends from the instance's
     median end, over the instances it shares with another rank.
@@ -52,15 +59,21 @@ def alignment_scatter(
     clock that drifts, or a host whose clock was stepped) and the cross-rank readings (waits,
     arrival order, the slowest rank) carry that error.
     """
-    key = list(key)
+    coll = as_table(coll)
     if coll.empty:
         return {}
-    ranks = coll["rank"].astype("int64")
-    aligned = (coll[end] - coll[end].min()).astype("float64") - ranks.map(offsets).fillna(0.0)
-    groups = aligned.groupby([coll[k] for k in key])
-    shared = groups.transform("size") > 1
+    ranks = coll.col("rank").astype(np.int64)
+    raw = coll.col(end)
+    shift = np.array([float(offsets.get(int(r), 0.0)) for r in ranks.tolist()])
+    aligned = (raw - raw.min()).astype(np.float64) - shift
+    codes, uniq = group_codes(*(coll.col(k) for k in key))
+    ngroups = len(uniq[0]) if uniq else 0
+    size = group_size(codes, ngroups)
+    shared = (codes >= 0) & (size[np.maximum(codes, 0)] > 1)
     if not shared.any():
         return {}
-    resid = (aligned - groups.transform("median")).abs()[shared]
-    per_rank = resid.groupby(ranks[shared]).median()
-    return {int(r): float(v) / 1e9 for r, v in per_rank.items()}
+    med = group_median(codes, aligned, ngroups)
+    resid = np.abs(aligned - med[np.maximum(codes, 0)])[shared]
+    rank_codes, (rank_ids,) = group_codes(ranks[shared])
+    per_rank = group_median(rank_codes, resid, len(rank_ids))
+    return {int(r): float(v) / 1e9 for r, v in zip(rank_ids.tolist(), per_rank, strict=True)}

@@ -11,13 +11,13 @@ import json
 import re
 
 import numpy as np
-import pandas as pd
 
 from tracescale.categories import COLLECTIVE_TYPES
 from tracescale.classify.timeline import BOOL, I64
 from tracescale.ingest.groups import group_table, parse_ranks, resolve_group
 from tracescale.ingest.steps import StepWindows, launch_step
 from tracescale.ingest.trace import RankTrace
+from tracescale.table import Table
 
 _DTYPE_BYTES = {
     "float": 4,
@@ -100,7 +100,7 @@ def collective_instances(
     win: StepWindows,
     kind: str,
     launched: I64,
-) -> pd.DataFrame:
+) -> Table:
     """One row per collective instance: step, collective, seq, bytes, group_size, pg,
     start/end ns.
 
@@ -187,9 +187,9 @@ def collective_instances(
         )
     cols = ["step", "collective", "seq", "order", "bytes", "group_size", "start_ns", "end_ns"]
     cols += ["ready_ns", "async", "pg"]  # when it could start; True unless the main thread blocks
+    out = Table.from_rows(rows, cols)
     if not rows:
-        return pd.DataFrame(rows, columns=cols)
-    out = pd.DataFrame(rows, columns=cols)
+        return out
     out["order"] = np.arange(len(out))  # the instance's order on the rank, over all groups
     return out
 
@@ -246,7 +246,7 @@ def _blocking_host_collectives(
 
 
 def type_layers(
-    trace: RankTrace, coll: pd.DataFrame, host_comm: BOOL, lo: int, hi: int
+    trace: RankTrace, coll: Table, host_comm: BOOL, lo: int, hi: int
 ) -> dict[str, tuple[I64, I64]]:
     """Intervals per collective type (device instances and host collective calls), clipped."""
     ev = trace.events

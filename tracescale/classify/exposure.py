@@ -9,15 +9,13 @@ the attribution, and keep that module within a reader's reach.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tracescale.classify.timeline import BOOL, CAT, I64, Segments
 from tracescale.ingest.trace import RankTrace
+from tracescale.table import Table
 
 
-def hideable(
-    trace: RankTrace, coll: pd.DataFrame, segs: Segments, work: BOOL, launched: I64
-) -> pd.DataFrame:
+def hideable(trace: RankTrace, coll: Table, segs: Segments, work: BOOL, launched: I64) -> Table:
     """Per asynchronous instance: compute this rank ran between the instance's launch and the
     point where its compute waited for communication (the end of backward, in DDP).
 
@@ -38,7 +36,7 @@ def hideable(
     # latest launch of its asynchronous instances, then each instance's hidden compute.
     rows = np.flatnonzero(coll["async"].to_numpy(dtype=np.bool_))
     step = coll["step"].to_numpy()[rows]
-    ok = ~pd.isna(step)  # a groupby leaves out rows without a step
+    ok = ~_isna(step)  # a groupby leaves out rows without a step
     rows, step = rows[ok], step[ok]
     if not len(rows):
         return coll
@@ -47,7 +45,7 @@ def hideable(
     last = np.array([ready_ns[inv == g].max() for g in range(len(steps))])
     k = np.searchsorted(w_launch, last.astype(np.int64), side="left") - 1
     starts = coll["start_ns"].to_numpy()[rows]
-    hide = coll["hideable"].to_numpy(dtype=np.float64, copy=True)
+    hide = coll["hideable"].to_numpy(dtype=np.float64).copy()
     for r, g, ready in zip(rows.tolist(), inv.tolist(), starts.tolist(), strict=True):
         if k[g] < 0:
             continue
@@ -60,7 +58,7 @@ def hideable(
     return coll
 
 
-def exposed(coll: pd.DataFrame, segs: Segments) -> pd.DataFrame:
+def exposed(coll: Table, segs: Segments) -> Table:
     """Seconds of each instance during which the rank's timeline says `communication`."""
     comm = CAT["communication"]
     exposed = [
@@ -70,3 +68,12 @@ def exposed(coll: pd.DataFrame, segs: Segments) -> pd.DataFrame:
     coll = coll.copy()
     coll["exposed"] = exposed
     return coll
+
+
+def _isna(values: np.ndarray) -> np.ndarray:
+    """Missing values (NaN or None) of a column, as ``pandas.isna``."""
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind == "O":
+        return np.array([v is None or v != v for v in values.tolist()], dtype=np.bool_)
+    return np.zeros(len(values), dtype=np.bool_)

@@ -35,10 +35,10 @@ from dataclasses import asdict, astuple, dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.ingest.steps import StepWindows, launch_step
 from tracescale.ingest.trace import RankTrace
+from tracescale.table import Table, as_table
 
 I64 = npt.NDArray[np.int64]
 
@@ -126,7 +126,7 @@ def gpu_step_measures(
     cls: npt.NDArray[np.int8],
     step_of: I64,
     numbers: I64,
-) -> pd.DataFrame:
+) -> Table:
     """:data:`GPU_STEP_COLUMNS` for each step (one row per entry of ``numbers``, in order).
 
     ``start``/``end``/``cls``/``step_of``: the GPU work events (class compute, memcpy or
@@ -173,11 +173,11 @@ def gpu_step_measures(
         on = cls == k
         np.add.at(total, step_of[on], dur[on])
         cols[f"gpu_{name}_sum_ns"] = total
-    return pd.DataFrame(cols)
+    return Table(cols)
 
 
 def add_gpu_columns(
-    steps: pd.DataFrame,
+    steps: Table,
     trace: RankTrace,
     win: StepWindows,
     launched: I64,
@@ -235,14 +235,15 @@ class GpuTotals:
         return 100.0 * self.overlap_ns / self.comm_ns
 
 
-def rank_gpu_totals(steps: pd.DataFrame) -> GpuTotals | None:
+def rank_gpu_totals(steps: Table) -> GpuTotals | None:
     """The measures of the steps in ``steps`` (a rank's kept step rows), or None without them."""
+    steps = as_table(steps)
     if "gpu_busy_ns" not in steps.columns or steps.empty:
         return None
     has = steps["gpu_first_ns"] != NO_TIME
     if not has.any():
         return GpuTotals(0, 0, 0, 0, 0)
-    span = int(steps.loc[has, "gpu_last_ns"].max()) - int(steps.loc[has, "gpu_first_ns"].min())
+    span = int(steps.col("gpu_last_ns")[has].max()) - int(steps.col("gpu_first_ns")[has].min())
     step = steps["step"].to_numpy(dtype=np.int64)
     prev = steps["gpu_prev_step"].to_numpy(dtype=np.int64)
     # A step whose previous step was kept: the union over the pair replaces the two steps'
@@ -262,13 +263,29 @@ def rank_gpu_totals(steps: pd.DataFrame) -> GpuTotals | None:
     return GpuTotals(span, *(totals[m] for m in _MEASURES), *sums)
 
 
-def per_rank_frame(rows: Sequence[tuple[int, GpuTotals]]) -> pd.DataFrame:
+def per_rank_frame(rows: Sequence[tuple[int, GpuTotals]]) -> Table:
     """One row per rank (executions of the same rank summed): ``rank``, ``gpu_idle_pct``,
     ``comm_comp_overlap_pct`` (percent, None where undefined) and ``totals`` (GpuTotals)."""
     by_rank: dict[int, GpuTotals] = {}
     for rank, totals in rows:
         by_rank[rank] = by_rank[rank] + totals if rank in by_rank else totals
-    return pd.DataFrame(
-        [(r, t.idle_pct, t.overlap_pct, t) for r, t in sorted(by_rank.items())],
-        columns=["rank", "gpu_idle_pct", "comm_comp_overlap_pct", "totals"],
+    ordered = sorted(by_rank.items())
+    totals = np.empty(len(ordered), dtype=object)
+    totals[:] = [t for _, t in ordered]
+    return Table(
+        {
+            "rank": np.array([r for r, _ in ordered], dtype=np.int64),
+            "gpu_idle_pct": _percent([t.idle_pct for _, t in ordered]),
+            "comm_comp_overlap_pct": _percent([t.overlap_pct for _, t in ordered]),
+            "totals": totals,
+        }
     )
+
+
+def _percent(values: list[float | None]) -> np.ndarray:
+    """A percent column as a frame would type it: floats with NaN for None, or all None."""
+    if all(v is None for v in values):
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)

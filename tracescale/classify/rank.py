@@ -8,10 +8,9 @@ rules are the layers below, in priority order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.blocking import blocking_copies, capture_note
@@ -36,6 +35,7 @@ from tracescale.classify.work_size import rank_input_sizes
 from tracescale.ingest.devices import device_kind
 from tracescale.ingest.steps import StepWindows, find_steps, launch_times
 from tracescale.ingest.trace import RankTrace
+from tracescale.table import FrameField, Table
 
 _HOST_T = (*HOST_TARGETS, "compute")
 _OP_CATS = ("cpu_op", "Operator")
@@ -52,23 +52,24 @@ class RankResult:
     world_size: int | None
     kind: str  # "gpu" or "cpu": the resource attribution treated as critical
     #: classify.result.STEP_COLUMNS (communication_wait filled by the run), plus
-    #: gpu_metrics.GPU_STEP_COLUMNS on GPU ranks (dropped when the run is built)
-    steps: pd.DataFrame
-    collectives: pd.DataFrame  # start_ns/end_ns absolute, see collectives.py
+    #: gpu_metrics.GPU_STEP_COLUMNS on GPU ranks (dropped when the run is built). Every frame
+    #: field is stored as a table.Table; reading the attribute builds the pandas frame.
+    steps: FrameField = FrameField(required=True)  # noqa: RUF009 (a descriptor)
+    collectives: FrameField = FrameField(required=True)  # noqa: RUF009 (a descriptor), start_ns/end_ns absolute
     segments: Segments
     comm_by_type: dict[str, float]  # exposed seconds summed over steps, per collective type
     warnings: tuple[str, ...]
     #: Unruled main-thread annotations (name, step, start_ns, end_ns): the parent compares them
     #: across ranks to find single-rank work (a reduction only rank 0 does).
-    annotations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    annotations: FrameField = FrameField()  # noqa: RUF009 (a descriptor)
     #: Seconds per (step, name) of every such range, also the short ones not kept above, so
     #: "absent on the other ranks" means absent, not merely too short to keep.
-    range_totals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    range_totals: FrameField = FrameField()  # noqa: RUF009 (a descriptor)
     #: Seconds per (step, category, name) of the ops/kernels owning each category's time
     #: (classify.top_ops.OP_COLUMNS): the top contributors, already summed per name.
-    op_seconds: pd.DataFrame = field(default_factory=pd.DataFrame)
+    op_seconds: FrameField = FrameField()  # noqa: RUF009 (a descriptor)
     #: Median input elements per (op name, input position): tells strong from weak scaling.
-    input_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    input_sizes: FrameField = FrameField()  # noqa: RUF009 (a descriptor)
     #: The accelerator family and what in the trace was not recognised (ingest.devices).
     device: str = "gpu"
     unknown_devices: tuple[str, ...] = ()
@@ -254,9 +255,7 @@ _RANGE_MIN_SHARE = 0.005
 _RANGE_MAX_CALLS = 32
 
 
-def _annotations(
-    trace: RankTrace, mask: BOOL, win: StepWindows
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _annotations(trace: RankTrace, mask: BOOL, win: StepWindows) -> tuple[Table, Table]:
     """Main-thread ranges no rule claimed, with their step: the parent compares them across
     ranks to find work only one rank does (a rank-0 reduction, named or not)."""
     ev = trace.events
@@ -266,8 +265,8 @@ def _annotations(
     ok = (k >= 0) & (ev.start[idx] < win.end[np.clip(k, 0, None)])
     idx, k = idx[ok], k[ok]
     if len(idx) == 0:
-        empty = pd.DataFrame(columns=["name", "step", "start_ns", "end_ns", "is_op"])
-        return empty, pd.DataFrame(columns=["step", "name", "seconds", "is_op"])
+        empty = Table(columns=["name", "step", "start_ns", "end_ns", "is_op"])
+        return empty, Table(columns=["step", "name", "seconds", "is_op"])
     # Per (step, name): summed in integer ns (exact in any order), so plain numpy over the
     # rows sorted by step then name gives what a pandas groupby would, at a tenth of its cost
     name_id = ev.name[idx]
@@ -284,7 +283,7 @@ def _annotations(
     all_op = np.logical_and.reduceat(is_op[order], first)
     group = np.empty(len(order), dtype=np.int64)
     group[order] = np.cumsum(new) - 1
-    totals = pd.DataFrame(
+    totals = Table(
         {
             "step": win.numbers[ks[first].astype(np.int64)],
             "name": trace.names(ns[first].astype(np.int32)),
@@ -296,7 +295,7 @@ def _annotations(
     calls = np.diff(np.append(first, len(order)))[group]
     step_len = (win.end - win.start)[k]
     keep = (total >= _RANGE_MIN_SHARE * step_len) & (calls <= _RANGE_MAX_CALLS)
-    ranges = pd.DataFrame(
+    ranges = Table(
         {
             "name": trace.names(name_id[keep].astype(np.int32)),
             "step": win.numbers[k[keep].astype(np.int64)],
@@ -319,7 +318,7 @@ def _step_table(
     cov: dict[str, BOOL],
     kind: str,
     rank: int,
-) -> pd.DataFrame:
+) -> Table:
     n = len(win)
     k = step_idx[in_step]
     w = length[in_step]
@@ -346,8 +345,7 @@ def _step_table(
     data["comm_transfer"] = transfer
     data["overlap_window"] = window
     data["serial_compute"] = serial_compute
-    df = pd.DataFrame(data)
-    df.attrs["origin_ns"] = origin
+    df = Table(data, attrs={"origin_ns": origin})
     return df
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pandas as pd
-
 from tracescale.categories import CATEGORIES
+from tracescale.groups import series_mean
+from tracescale.table import FrameField, table_of
 
 #: Categories whose time can include another rank's lateness: a rank that waited for a straggler
 #: has that wait in the straggler's category, and ``caused_<category>`` says how much of it.
@@ -63,8 +63,10 @@ class RunBreakdown:
     world_size: int
     ranks: tuple[int, ...]
     paths: tuple[str, ...]
-    steps: pd.DataFrame
-    collectives: pd.DataFrame
+    #: Frame fields are stored as table.Table (the analyze path reads those, table.table_of);
+    #: reading the attribute builds the pandas frame.
+    steps: FrameField = FrameField(required=True)  # noqa: RUF009 (a descriptor)
+    collectives: FrameField = FrameField(required=True)  # noqa: RUF009 (a descriptor)
     communication_by_collective: dict[str, float] = field(default_factory=dict)
     kind: str = "gpu"  # "gpu" or "cpu": which resource was treated as critical
     #: accelerator family (ingest.devices): cuda, rocm, xpu, mtia, gpu, cpu or unknown
@@ -72,12 +74,12 @@ class RunBreakdown:
     warnings: tuple[str, ...] = ()
     #: Top contributors: category, name, seconds (mean per step per rank), step_sd, steps
     #: (see classify.top_ops.run_op_table).
-    ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ops: FrameField = FrameField()  # noqa: RUF009 (a descriptor)
     #: ``"op#input position"`` -> median elements over ranks (classify.work_size).
     input_sizes: dict[str, float] = field(default_factory=dict)
     #: HTA-compatible shares per rank (classify/gpu_metrics.py): ``rank``, ``gpu_idle_pct``,
     #: ``comm_comp_overlap_pct`` (percent; None where undefined); empty for CPU runs.
-    gpu_metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
+    gpu_metrics: FrameField = FrameField()  # noqa: RUF009 (a descriptor)
     #: Per execution and rank: (execution, rank, clock offset s to the execution's first rank,
     #: median scatter s of its aligned collective ends, None where it shares none); the offset
     #: is 0 where under 200 us (ranks of one host share a clock).
@@ -85,4 +87,5 @@ class RunBreakdown:
 
     def mean_breakdown(self) -> dict[str, float]:
         """Mean seconds per step over ranks and steps, per category (sums to mean duration)."""
-        return {c: float(self.steps[c].mean()) for c in CATEGORIES}
+        steps = table_of(self, "steps")
+        return {c: series_mean(steps.col(c)) for c in CATEGORIES}

@@ -6,11 +6,12 @@ analysis holds tables, not traces.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.clocks import alignment_scatter, clock_offsets
@@ -21,6 +22,8 @@ from tracescale.classify.single_rank import apply_single_rank
 from tracescale.classify.timeline import CAT
 from tracescale.classify.top_ops import run_op_table
 from tracescale.classify.work_size import run_input_sizes
+from tracescale.groups import group_codes, series_sum
+from tracescale.table import Table, as_table, concat, table_of
 
 _COMM = CAT["communication"]
 #: The collective type of point-to-point send/recv (``classify.collectives``)
@@ -33,17 +36,23 @@ _SCATTER_WARN_S = 1e-3
 
 def _match(
     ranks: Sequence[RankResult],
-) -> tuple[pd.DataFrame, dict[int, int], dict[int, float], list[str]]:
+) -> tuple[Table, dict[int, int], dict[int, float], list[str]]:
     """Join the ranks' instances on (process group, collective, seq): rows with transfer/wait,
     and offsets."""
     warnings: list[str] = []
-    frames = [r.collectives for r in ranks if len(r.collectives)]
+    frames = [table_of(r, "collectives") for r in ranks if len(table_of(r, "collectives"))]
     if not frames:
-        return pd.DataFrame(columns=[*COLLECTIVE_COLUMNS, "start_ns", "end_ns"]), {}, {}, warnings
-    coll = pd.concat(frames, ignore_index=True)
-    coll["pg"] = coll["pg"].fillna("").astype(str) if "pg" in coll else ""
-    counts = coll.groupby("rank").size()
-    if counts.nunique() > 1:
+        return Table(columns=[*COLLECTIVE_COLUMNS, "start_ns", "end_ns"]), {}, {}, warnings
+    coll = concat(frames)
+    if "pg" in coll:
+        coll["pg"] = np.array(
+            ["" if _missing(v) else str(v) for v in coll.col("pg").tolist()], object
+        )
+    else:
+        coll["pg"] = ""
+    rank = coll.col("rank")
+    _, counts = np.unique(rank, return_counts=True)
+    if len(np.unique(counts)) > 1:
         warnings.append(
             "ranks recorded different numbers of collectives "
             f"({counts.min()}-{counts.max()}); unmatched instances have no wait split"
@@ -52,35 +61,41 @@ def _match(
     # Clock offsets: collectives end together on all ranks, so align each rank on the median
     # difference of its instance ends to the first rank's (only when clearly skewed); ranks
     # sharing no instance with it are reached through the groups of ranks already aligned.
-    ref_rank = int(coll["rank"].min())
+    ref_rank = int(rank.min())
     median = {r: int(v) for r, v in clock_offsets(coll, key, ref_rank, "end_ns").items()}
     offsets: dict[int, int] = {}
-    for rank in sorted(coll["rank"].unique().tolist()):
-        off = median.get(int(rank), 0)
-        offsets[int(rank)] = off if abs(off) > _ALIGN_THRESHOLD_NS else 0
+    for r in sorted(np.unique(rank).tolist()):
+        off = median.get(int(r), 0)
+        offsets[int(r)] = off if abs(off) > _ALIGN_THRESHOLD_NS else 0
     if any(offsets.values()):
         warnings.append("rank clocks differ; aligned on collective ends (they finish together)")
-    coll["astart"] = coll["start_ns"] - coll["rank"].map(offsets)
-    coll["duration"] = (coll["end_ns"] - coll["start_ns"]) / 1e9
-    grp = coll.groupby(key)
-    coll["transfer"] = grp["duration"].transform("min")
-    coll["late_rank"] = (
-        coll.loc[grp["astart"].idxmax(), [*key, "rank"]]
-        .set_index(key)["rank"]
-        .reindex(pd.MultiIndex.from_frame(coll[key]))
-        .to_numpy()
-    )
-    coll["late_astart"] = grp["astart"].transform("max")
-    single = grp["rank"].transform("size") < 2
-    coll.loc[single, "transfer"] = coll.loc[single, "duration"]
-    coll["wait"] = (coll["duration"] - coll["transfer"]).clip(lower=0)
+    shift = np.array([offsets[int(r)] for r in rank.tolist()], dtype=np.int64)
+    astart = coll.col("start_ns") - shift
+    coll["astart"] = astart
+    duration = (coll.col("end_ns") - coll.col("start_ns")) / 1e9
+    coll["duration"] = duration
+    codes, uniq = group_codes(*(coll.col(k) for k in key))
+    n = len(uniq[0])
+    transfer = np.full(n, np.inf)
+    np.minimum.at(transfer, codes, duration)
+    latest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, codes, astart)
+    # the rank of each instance's latest start (its first row where several tie)
+    at_max = np.flatnonzero(astart == latest[codes])
+    _, first = np.unique(codes[at_max], return_index=True)
+    late_rank = np.empty(n, dtype=rank.dtype)
+    late_rank[codes[at_max[first]]] = rank[at_max[first]]
+    coll["transfer"] = transfer[codes]
+    coll["late_rank"] = late_rank[codes]
+    coll["late_astart"] = latest[codes]
+    coll["wait"] = np.maximum(duration - transfer[codes], 0)
     # Point-to-point transfers end on their two peers only: a rank's sendrecv #k and another's
     # need not be one transfer, so they say nothing about the clocks' consistency.
-    scatter = alignment_scatter(coll[coll["collective"] != "sendrecv"], key, offsets)
+    scatter = alignment_scatter(coll[coll.col("collective") != "sendrecv"], key, offsets)
     worst = max(scatter, key=lambda r: scatter[r], default=None)
     # Host-side (gloo) collectives end within a fraction of their transfer, not microseconds:
     # only a scatter that is also large against the transfers says the clocks disagree.
-    typical = float(coll["transfer"].median()) if len(coll) else 0.0
+    typical = float(np.median(coll.col("transfer"))) if len(coll) else 0.0
     if worst is not None and scatter[worst] > max(_SCATTER_WARN_S, typical):
         warnings.append(
             f"rank clocks are not consistent: aligned on collective ends, rank {worst}'s still "
@@ -88,6 +103,10 @@ def _match(
             "instances matched wrongly); waits read across ranks are uncertain by as much"
         )
     return coll, offsets, scatter, warnings
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 @dataclass(frozen=True)
@@ -105,7 +124,7 @@ class Wait:
 
 
 def exposed_waits(
-    ranks: Sequence[RankResult], coll: pd.DataFrame, offsets: dict[int, int]
+    ranks: Sequence[RankResult], coll: Table, offsets: dict[int, int]
 ) -> Iterator[Wait]:
     """Each waiting instance's exposed pieces, every instant counted once per rank.
 
@@ -120,10 +139,13 @@ def exposed_waits(
     sequence, a 4-stage pipeline's breakdown gave 2.7-8.3% of the step of its bubble to compute.
     """
     by_rank = {r.rank: r for r in ranks}
-    ok = (coll["wait"] > 0) & (coll["rank"] != coll["late_rank"]) & (coll["collective"] != P2P)
+    coll = as_table(coll)
+    ok = (coll.col("wait") > 0) & (coll.col("rank") != coll.col("late_rank"))
+    ok &= coll.col("collective") != P2P
     waiting = coll[ok]
+    order = np.lexsort((waiting.col("start_ns"), waiting.col("rank")))
     claimed_until: dict[int, int] = {}
-    for row in waiting.sort_values(["rank", "start_ns"]).itertuples(index=False):
+    for row in _records(waiting.take(order)):
         me = by_rank[int(row.rank)]
         # Earlier rows of this rank start no later, so what they claimed ends at claimed_until.
         lo = max(int(row.start_ns), claimed_until.get(me.rank, int(row.start_ns)))
@@ -145,6 +167,12 @@ def exposed_waits(
             )
 
 
+def _records(table: Table) -> list[Any]:
+    """The rows as named tuples (``itertuples(index=False)``)."""
+    row = namedtuple("row", table.columns, rename=True)  # type: ignore[misc]
+    return [row(*values) for values in table.rows()]
+
+
 def group_waits(group: Sequence[RankResult]) -> list[Wait]:
     """The waits of one execution's ranks (after :func:`apply_single_rank`), as the cause step
     sees them: for tools that show the attribution instant by instant (``annotate``)."""
@@ -153,7 +181,7 @@ def group_waits(group: Sequence[RankResult]) -> list[Wait]:
 
 
 def _cause(
-    ranks: Sequence[RankResult], coll: pd.DataFrame, offsets: dict[int, int]
+    ranks: Sequence[RankResult], coll: Table, offsets: dict[int, int]
 ) -> tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], float], dict[str, float]]:
     """Per (rank, step): seconds moved out of `communication` into the late rank's categories,
     the exposed wait (seconds of the rank's `communication` spent waiting for a late rank), and
@@ -190,18 +218,18 @@ def build_run(
     warnings: Sequence[str] = (),
 ) -> RunBreakdown:
     """Merge the ranks of each execution (group) of one world size into a RunBreakdown."""
-    step_frames: list[pd.DataFrame] = []
-    coll_frames: list[pd.DataFrame] = []
+    step_frames: list[Table] = []
+    coll_frames: list[Table] = []
     notes = list(warnings)
     by_type: dict[str, float] = {}
     nsteps = 0
     kinds = set()
     devices: dict[str, int] = {}  # family -> ranks
     unknown: dict[str, None] = {}
-    op_tables: list[pd.DataFrame] = []
-    size_tables: list[pd.DataFrame] = []
+    op_tables: list[Table] = []
+    size_tables: list[Table] = []
     gpu_rows: list[tuple[int, GpuTotals]] = []
-    own_totals: list[pd.Series] = []  # category seconds on each rank's own timeline
+    own_totals: list[np.ndarray] = []  # category seconds on each rank's own timeline
     clocks: list[tuple[int, int, float, float | None]] = []
     for execution, raw_group in enumerate(groups):
         group, found = apply_single_rank(raw_group)
@@ -217,16 +245,18 @@ def build_run(
             devices[r.device] = devices.get(r.device, 0) + 1
             unknown.update(dict.fromkeys(r.unknown_devices))
             notes.extend(f"{r.path}: {m}" for m in r.warnings)
-            totals = rank_gpu_totals(r.steps)
+            own = table_of(r, "steps")
+            totals = rank_gpu_totals(own)
             if totals is not None:
                 gpu_rows.append((r.rank, totals))
-            steps = r.steps.copy()
-            steps["communication_wait"] = [
-                waits.get((r.rank, int(k)), 0.0) for k in steps["step"].tolist()
-            ]
-            values = steps[list(CATEGORIES)].to_numpy(dtype=np.float64, copy=True)
+            steps = own.copy()
+            numbers = steps.col("step").tolist()
+            steps["communication_wait"] = np.array(
+                [waits.get((r.rank, int(k)), 0.0) for k in numbers], dtype=np.float64
+            )
+            values = np.stack([steps.col(c).astype(np.float64) for c in CATEGORIES], axis=1)
             caused = np.zeros_like(values)
-            for j, step in enumerate(steps["step"].tolist()):
+            for j, step in enumerate(numbers):
                 mv = moves.get((r.rank, int(step)))
                 if mv is None or mv.sum() <= 0:
                     continue
@@ -236,29 +266,26 @@ def build_run(
                 values[j, _COMM] -= take
                 caused[j] = mv * (take / float(mv.sum()))
                 values[j] += caused[j]
-            steps[list(CATEGORIES)] = values
+            for j, c in enumerate(CATEGORIES):
+                steps[c] = values[:, j].copy()
             for c in CAUSED:
-                steps[f"caused_{c}"] = caused[:, CAT[c]]
+                steps[f"caused_{c}"] = caused[:, CAT[c]].copy()
             step_frames.append(steps)
             for ctype, sec in r.comm_by_type.items():
                 by_type[ctype] = by_type.get(ctype, 0.0) + sec
             nsteps += len(steps)
-            op_tables.append(r.op_seconds)
-            size_tables.append(r.input_sizes)
-            own_totals.append(r.steps[list(CATEGORIES)].sum())
+            op_tables.append(table_of(r, "op_seconds"))
+            size_tables.append(table_of(r, "input_sizes"))
+            own_totals.append(np.array([series_sum(own.col(c)) for c in CATEGORIES]))
         for ctype, sec in moved_by_type.items():
             by_type[ctype] = max(by_type.get(ctype, 0.0) - sec, 0.0)
         if len(coll):
-            origin = int(coll["start_ns"].min())
-            out = coll.assign(start=(coll["start_ns"] - origin) / 1e9)
+            origin = int(coll.col("start_ns").min())
+            out = coll.assign(start=(coll.col("start_ns") - origin) / 1e9)
             coll_frames.append(out[list(COLLECTIVE_COLUMNS)])
-    steps_df = pd.concat(step_frames, ignore_index=True)[list(STEP_COLUMNS)]
-    coll_df = (
-        pd.concat(coll_frames, ignore_index=True)
-        if coll_frames
-        else pd.DataFrame(columns=list(COLLECTIVE_COLUMNS))
-    )
-    ranks = tuple(sorted({int(x) for x in steps_df["rank"]}))
+    steps_df = concat(step_frames, columns=list(STEP_COLUMNS))
+    coll_df = concat(coll_frames) if coll_frames else Table(columns=list(COLLECTIVE_COLUMNS))
+    ranks = tuple(sorted({int(x) for x in steps_df.col("rank").tolist()}))
     kind = "gpu" if "gpu" in kinds else "cpu"
     if unknown:
         notes.append(unknown_device_note(tuple(unknown), devices.get("unknown", 0), kind))
@@ -307,9 +334,10 @@ def unknown_device_note(unknown: tuple[str, ...], ranks: int, kind: str) -> str:
     return f'unknown device kind ({what}) on {where}: {counted} (kind "unknown" in the JSON)'
 
 
-def _per_step(totals: list[pd.Series], nsteps: int) -> dict[str, float]:
-    """Category seconds summed over ranks and steps -> mean per rank-step."""
+def _per_step(totals: list[np.ndarray], nsteps: int) -> dict[str, float]:
+    """Category seconds summed over ranks and steps -> mean per rank-step (the ranks added
+    one after another, as a frame's row sum does)."""
     if not totals or nsteps <= 0:
         return {}
-    summed = pd.concat(totals, axis=1).sum(axis=1)
-    return {str(k): float(v) / nsteps for k, v in summed.items()}
+    summed = np.stack(totals).sum(axis=0)
+    return {c: float(v) / nsteps for c, v in zip(CATEGORIES, summed.tolist(), strict=True)}

@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tracescale.classify.rank import RankResult
+from tracescale.groups import group_codes, group_sum
 from tracescale.ingest.discover import StudySpec
+from tracescale.table import table_of
 
 #: Below this share of common operator names (Jaccard)...
 MIN_NAME_JACCARD = 0.5
@@ -45,12 +47,15 @@ def job_signature(label: str, ranks: Sequence[RankResult]) -> JobSignature:
     seconds: dict[str, float] = {}
     sizes: set[int] = set()
     for r in ranks:
-        totals = r.range_totals
+        totals = table_of(r, "range_totals")
         if len(totals) and {"name", "seconds"} <= set(totals.columns):
-            for name, sec in totals.groupby("name")["seconds"].sum().items():
+            codes, (names,) = group_codes(totals.col("name"))
+            sums = group_sum(codes, totals.col("seconds"), len(names))
+            for name, sec in zip(names.tolist(), sums.tolist(), strict=True):
                 seconds[str(name)] = seconds.get(str(name), 0.0) + float(sec)
-        if len(r.collectives) and "bytes" in r.collectives.columns:
-            sizes.update(int(b) for b in r.collectives["bytes"].tolist() if int(b) > 0)
+        coll = table_of(r, "collectives")
+        if len(coll) and "bytes" in coll.columns:
+            sizes.update(int(b) for b in coll.col("bytes").tolist() if int(b) > 0)
     return JobSignature(label, seconds, frozenset(sizes))
 
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.result import CAUSED
+from tracescale.groups import group_codes, group_mean, group_std, series_mean
+from tracescale.table import as_table
 
 #: Extra own time below this share of the mean step is never called a straggler.
 MIN_EXTRA_SHARE = 0.01
@@ -29,42 +30,49 @@ MIN_EXTRA_SHARE = 0.01
 MIN_STEPS = 2
 
 
-def find_stragglers(steps: pd.DataFrame) -> list[dict[str, Any]]:
+def find_stragglers(steps: Any) -> list[dict[str, Any]]:
     """``[{rank, extra_s, category, own_s, median_own_s}]``, slowest first (empty: none)."""
-    if steps.empty or steps["rank"].nunique() < 2:
+    steps = as_table(steps)
+    if steps.empty or len(np.unique(steps.col("rank"))) < 2:
         return []
-    if int(steps.groupby("rank")["step"].nunique().min()) < MIN_STEPS:
+    codes, (rank_ids,) = group_codes(steps.col("rank"))
+    n = len(rank_ids)
+    step_codes, _ = group_codes(codes, steps.col("step"))
+    per_rank_steps = np.bincount(codes[np.unique(step_codes, return_index=True)[1]], minlength=n)
+    if int(per_rank_steps.min()) < MIN_STEPS:
         return []  # noise unknown: see the module docstring
-    df = steps.copy()
-    df["own"] = df["duration"] - df["communication_wait"]
+    own = steps.col("duration") - steps.col("communication_wait")
+    own_cat = {}
     for c in CATEGORIES:
         caused = f"caused_{c}"
-        df[f"own_{c}"] = df[c] - df[caused] if c in CAUSED and caused in df else df[c]
-    per_rank = df.groupby("rank")[["own", *(f"own_{c}" for c in CATEGORIES)]].mean()
-    median_own = float(per_rank["own"].median())
+        col = steps.col(c)
+        own_cat[c] = col - steps.col(caused) if c in CAUSED and caused in steps else col
+    own_mean = group_mean(codes, own, n)
+    cat_mean = {c: group_mean(codes, v, n) for c, v in own_cat.items()}
+    median_own = float(np.median(own_mean))
     # Noise: how much one rank's own time moves from step to step (the median rank's spread).
-    noise = float(df.groupby("rank")["own"].std(ddof=1).fillna(0.0).median())
-    floor = MIN_EXTRA_SHARE * float(df["duration"].mean())
+    std = group_std(codes, own, n)
+    noise = float(np.median(np.where(np.isnan(std), 0.0, std)))
+    floor = MIN_EXTRA_SHARE * series_mean(steps.col("duration"))
     threshold = max(noise, floor)
     out = []
     cats = [c for c in CATEGORIES if c != "communication"]
-    medians = per_rank[[f"own_{c}" for c in cats]].median()
-    ordered = per_rank.sort_values("own", ascending=False, kind="mergesort")
-    for rank, (_, row) in zip(ordered.index.tolist(), ordered.iterrows(), strict=True):
-        extra = float(row["own"]) - median_own
+    medians = {c: float(np.median(cat_mean[c])) for c in cats}
+    for g in np.argsort(-own_mean, kind="stable").tolist():
+        extra = float(own_mean[g]) - median_own
         if extra <= threshold:
             break
-        excess = np.array([float(row[f"own_{c}"]) - float(medians[f"own_{c}"]) for c in cats])
+        excess = np.array([float(cat_mean[c][g]) - medians[c] for c in cats])
         if float(excess.max()) <= threshold:
             # Late in no category of its own: its waits were shorter (it does single-rank
             # work the others wait for, already attributed to that work's category).
             continue
         out.append(
             {
-                "rank": int(rank),
+                "rank": int(rank_ids[g]),
                 "extra_s": extra,
                 "category": cats[int(np.argmax(excess))],
-                "own_s": float(row["own"]),
+                "own_s": float(own_mean[g]),
                 "median_own_s": median_own,
                 "noise_s": noise,
             }

@@ -19,7 +19,7 @@ starts again belongs to that same sync, never to the op that happens to run next
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,10 +27,9 @@ import numpy.typing as npt
 from tracescale.categories import CATEGORIES
 from tracescale.classify.recompute import PREFIX
 from tracescale.classify.timeline import BOOL, CAT, I64
+from tracescale.groups import group_codes, group_sum, series_sum
 from tracescale.ingest.trace import RankTrace
-
-if TYPE_CHECKING:  # pandas loads when a table is built (not for KEEP_PER_RUN)
-    import pandas as pd
+from tracescale.table import Table, as_table, concat
 
 #: Name of the row that sums a category's names below the kept ones.
 OTHER = "(other ops)"
@@ -157,7 +156,7 @@ def rank_op_seconds(
     in_step: BOOL,
     step_numbers: npt.NDArray[np.int64],
     recompute: BOOL | None = None,
-) -> pd.DataFrame:
+) -> Table:
     """Seconds per (step, category, name) of one rank: :data:`OP_COLUMNS`.
 
     ``layer_masks`` are the event masks behind classify/rank.py's layers (by layer name); the
@@ -165,11 +164,11 @@ def rank_op_seconds(
     segment is exact. ``recompute``: per event, re-run by activation checkpointing
     (:mod:`tracescale.classify.recompute`); such compute is named ``recompute: NAME``.
     """
-    import pandas as pd
-
     ev = trace.events
     owners = _OWNERS_GPU if kind == "gpu" else _OWNERS_CPU
     frames = []
+    cat_names = sorted(owners)
+    cat_order = {c: i for i, c in enumerate(cat_names)}
     for cat, layers in owners.items():
         sel = in_step & (seg_cat == CAT[cat])
         if not sel.any():
@@ -199,52 +198,44 @@ def rank_op_seconds(
         named = name != -1
         if not named.any():
             continue
-        frames.append(
-            pd.DataFrame(
-                {
-                    "step_idx": step_idx[sel][named],
-                    "category": cat,
-                    "name_id": name[named],
-                    "seconds": length[sel][named],
-                }
-            )
-        )
+        k = step_idx[sel][named]
+        frames.append((k, np.full(len(k), cat_order[cat]), name[named], length[sel][named]))
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _DTYPES.items()})
-    raw = pd.concat(frames, ignore_index=True)
-    sums = raw.groupby(["step_idx", "category", "name_id"], as_index=False)["seconds"].sum()
+        return Table({c: np.zeros(0, dtype=t) for c, t in _DTYPES.items()})
+    raw_k, raw_c, raw_n, raw_s = (np.concatenate(part) for part in zip(*frames, strict=True))
+    # pandas' groupby sums (Kahan, rows in order), keys sorted: see tracescale.groups
+    codes, (s_k, s_c, s_id) = group_codes(raw_k, raw_c, raw_n)
+    s_sec = group_sum(codes, raw_s, len(s_k))
+    s_cat = np.array(cat_names, dtype=object)[s_c]
     # Everything after this works on names, not string ids: ids depend on the file's string
     # order, and equal times must break ties the same way in any file holding the same events.
-    sums["name"] = _names(trace, sums["name_id"].to_numpy(dtype=np.int32))
-    totals = sums.groupby(["category", "name"], as_index=False)["seconds"].sum()
-    totals = totals.sort_values(
-        ["category", "seconds", "name"], ascending=[True, False, True], kind="mergesort"
-    )
-    keep = totals.groupby("category", sort=False).head(KEEP_PER_RANK)
-    kept = set(zip(keep["category"], keep["name"], strict=True))
-    is_kept = [(c, n) in kept for c, n in zip(sums["category"], sums["name"], strict=True)]
-    names = sums["name"].to_numpy(dtype=object)
-    dropped = ~np.asarray(is_kept, dtype=np.bool_)
-    again = sums["name_id"].to_numpy() <= _RECOMPUTED
+    s_name = np.empty(len(s_id), dtype=object)
+    s_name[:] = _names(trace, s_id.astype(np.int32))
+    t_codes, (t_cat, t_name) = group_codes(s_c, s_name)
+    t_sec = group_sum(t_codes, s_sec, len(t_cat))
+    # per category, the largest names first (ties by name): the first KEEP_PER_RANK are kept
+    name_rank, _ = group_codes(t_name)
+    order = np.lexsort((name_rank, -t_sec, t_cat))
+    place = np.arange(len(order)) - np.searchsorted(t_cat[order], t_cat[order])
+    kept_group = np.zeros(len(t_cat), dtype=np.bool_)
+    kept_group[order] = place < KEEP_PER_RANK
+    names = s_name.copy()
+    dropped = ~kept_group[t_codes]
+    again = s_id <= _RECOMPUTED
     names[dropped & ~again] = OTHER
     names[dropped & again] = PREFIX + OTHER  # so every recomputed second stays named so
-    out = pd.DataFrame(
-        {
-            "step": step_numbers[sums["step_idx"].to_numpy(dtype=np.int64)],
-            "category": sums["category"].to_numpy(),
-            "name": names,
-            "seconds": sums["seconds"].to_numpy(dtype=np.float64),
-        }
-    )
-    return out.groupby(["step", "category", "name"], as_index=False)["seconds"].sum()
+    step = step_numbers[s_k.astype(np.int64)]
+    o_codes, (o_step, o_cat, o_name) = group_codes(step, s_cat, names)
+    o_sec = group_sum(o_codes, s_sec, len(o_step))
+    return Table({"step": o_step, "category": o_cat, "name": o_name, "seconds": o_sec})
 
 
 _DTYPES = {"step": "int64", "category": "object", "name": "object", "seconds": "float64"}
 
 
 def run_op_table(
-    tables: Sequence[pd.DataFrame], rank_steps: int, category_s: Mapping[str, float]
-) -> pd.DataFrame:
+    tables: Sequence[Table], rank_steps: int, category_s: Mapping[str, float]
+) -> Table:
     """Per run: mean seconds per step of each (category, name), with the spread over steps.
 
     Columns: category, name, seconds (mean per step over *all* ranks of the run, the same
@@ -255,35 +246,43 @@ def run_op_table(
     attribution moved waits elsewhere: an op owns time on its own rank), share (seconds /
     category_s), step_sd (standard deviation over steps of the all-rank mean), steps.
     """
-    import pandas as pd
-
     cols = list(RUN_OP_COLUMNS)
-    frames = [t.assign(rank_pos=i) for i, t in enumerate(tables) if len(t)]
+    frames = [as_table(t).assign(rank_pos=i) for i, t in enumerate(tables) if len(t)]
     if not frames or rank_steps <= 0:
-        return pd.DataFrame(columns=cols)
-    allt = pd.concat(frames, ignore_index=True)
-    nsteps = max(int(allt["step"].nunique()), 1)
+        return Table(columns=cols)
+    allt = concat(frames)
+    step = allt.col("step")
+    nsteps = max(len(np.unique(step)), 1)
     nranks = max(len(tables), 1)
     steps_per_rank = rank_steps / nranks
-    key = ["category", "name"]
-    summed = allt.groupby(key)["seconds"].sum()
-    ranks = allt.groupby(key)["rank_pos"].nunique()
-    per_step = allt.groupby([*key, "step"])["seconds"].sum()
-    wide = per_step.unstack("step", fill_value=0.0) / nranks
-    sd = wide.std(axis=1, ddof=1) if wide.shape[1] > 1 else wide.sum(axis=1) * 0.0
-    out = pd.DataFrame(
+    codes, (cat, name) = group_codes(allt.col("category"), allt.col("name"))
+    n = len(cat)
+    summed = group_sum(codes, allt.col("seconds"), n)
+    pairs, _ = group_codes(codes, allt.col("rank_pos"))
+    ranks = np.bincount(codes[np.unique(pairs, return_index=True)[1]], minlength=n)
+    # the all-rank mean per step, absent steps 0, and its spread over steps (a frame's std)
+    step_codes, (steps,) = group_codes(step)
+    wide = group_sum(codes * len(steps) + step_codes, allt.col("seconds"), n * len(steps))
+    wide = wide.reshape(n, len(steps)) / nranks
+    if len(steps) > 1:
+        avg = wide.sum(axis=1) / len(steps)
+        sd = np.sqrt(((wide - avg[:, None]) ** 2).sum(axis=1) / (len(steps) - 1))
+    else:
+        sd = wide.sum(axis=1) * 0.0
+    out = Table(
         {
+            "category": cat,
+            "name": name,
             "seconds": summed / rank_steps,
-            "ranks": ranks,
+            "ranks": ranks.astype(np.int64),
             "seconds_on_its_ranks": summed / (ranks * steps_per_rank),
-            "step_sd": sd.reindex(summed.index).fillna(0.0),
+            "step_sd": np.where(np.isnan(sd), 0.0, sd),
         }
     )
-    out["steps"] = nsteps
-    out = out.reset_index()
-    out["category_s"] = out["category"].map(lambda c: float(category_s.get(str(c), 0.0)))
-    whole = out["category_s"]
-    share = np.where(whole > 0, out["seconds"] / whole.where(whole > 0, 1.0), 0.0)
+    out["steps"] = np.full(n, nsteps, dtype=np.int64)
+    whole = np.array([float(category_s.get(str(c), 0.0)) for c in cat.tolist()])
+    out["category_s"] = whole
+    share = np.where(whole > 0, out.col("seconds") / np.where(whole > 0, whole, 1.0), 0.0)
     out["share"] = np.clip(share, 0.0, 1.0)
     return out[cols]
 
@@ -302,25 +301,31 @@ RUN_OP_COLUMNS = (
 )
 
 
-def recompute_seconds(table: pd.DataFrame) -> float:
+def recompute_seconds(table: Table) -> float:
     """Seconds per step of compute that activation checkpointing ran again: every
     ``recompute: `` row of the run's table, kept names and the rest alike."""
     if table is None or not len(table):
         return 0.0
-    again = (table["category"] == "compute") & table["name"].astype(str).str.startswith(PREFIX)
-    return float(table.loc[again, "seconds"].sum())
+    table = as_table(table)
+    names = table.col("name").tolist()
+    again = (table.col("category") == "compute") & np.array(
+        [str(n).startswith(PREFIX) for n in names], dtype=np.bool_
+    )
+    return series_sum(table.col("seconds")[again])
 
 
-def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:
+def run_top_ops(table: Table) -> dict[str, list[Any]]:
     """The run's ``top_ops`` entry: per category, its largest names with seconds and share."""
     out: dict[str, list[Any]] = {}
     if table is None or not len(table):
         return out
+    table = as_table(table)
     for cat in CATEGORIES:
-        rows = table[table["category"] == cat].sort_values(
-            ["seconds", "name"], ascending=[False, True], kind="mergesort"
-        )
-        named = rows[rows["name"] != OTHER].head(KEEP_PER_RUN)
+        rows = table[table.col("category") == cat]
+        name_rank, _ = group_codes(rows.col("name"))
+        rows = rows.take(np.lexsort((name_rank, -rows.col("seconds").astype(np.float64))))
+        named = rows[rows.col("name") != OTHER]
+        named = named.take(np.arange(min(KEEP_PER_RUN, len(named))))
         if named.empty:
             continue
         out[cat] = [
@@ -334,7 +339,7 @@ def run_top_ops(table: pd.DataFrame) -> dict[str, list[Any]]:
                 "step_sd_s": float(r.step_sd),
                 "steps": int(r.steps),
             }
-            for r in named.itertuples(index=False)
+            for r in _records(named)
         ]
     return out
 
@@ -380,3 +385,11 @@ def attach_laws(runs: list[dict[str, Any]], mode: str) -> None:
                 pts = seen[(cat, e["name"])]
                 sizes = sorted(pts)
                 e["law"] = _law(sizes, [pts[k] for k in sizes], mode)
+
+
+def _records(table: Table) -> list[Any]:
+    """The rows as named tuples (``itertuples(index=False)``)."""
+    from collections import namedtuple
+
+    row = namedtuple("row", table.columns, rename=True)  # type: ignore[misc]
+    return [row(*values) for values in table.rows()]

@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from tracescale.classify.timeline import BOOL
+from tracescale.groups import group_codes, group_median
 from tracescale.ingest.trace import RankTrace
+from tracescale.table import Table, as_table, concat
 
 #: Columns of ``RankResult.input_sizes``.
 SIZE_COLUMNS = ("name", "position", "elements")
@@ -49,53 +50,64 @@ def _elements(text: str) -> list[float]:
     return out
 
 
-def rank_input_sizes(trace: RankTrace, ops: BOOL) -> pd.DataFrame:
+def rank_input_sizes(trace: RankTrace, ops: BOOL) -> Table:
     """Median elements per (op name, input position) over the rank's ``ops`` with dims."""
     ev = trace.events
     sel = ops & (ev.input_dims >= 0)
     if not sel.any():
-        return pd.DataFrame({"name": [], "position": [], "elements": []}).astype(
-            {"name": "object", "position": "int64", "elements": "float64"}
+        return Table(
+            {
+                "name": np.zeros(0, dtype=object),
+                "position": np.zeros(0, dtype=np.int64),
+                "elements": np.zeros(0, dtype=np.float64),
+            }
         )
-    pairs = pd.DataFrame({"name_id": ev.name[sel], "dims_id": ev.input_dims[sel]})
-    counts = pairs.value_counts().reset_index(name="calls")
-    unique_dims = counts["dims_id"].unique()
+    pair_codes, (name_ids, dims_ids) = group_codes(ev.name[sel], ev.input_dims[sel])
+    pair_calls = np.bincount(pair_codes, minlength=len(name_ids))
+    unique_dims = np.unique(dims_ids)
     dims_text = trace.names(unique_dims.astype(np.int32))
     parsed = {int(i): _elements(t) for i, t in zip(unique_dims, dims_text, strict=True)}
     rows = []
-    for name_id, dims_id, calls in counts.itertuples(index=False):
+    for name_id, dims_id, calls in zip(
+        name_ids.tolist(), dims_ids.tolist(), pair_calls.tolist(), strict=True
+    ):
         for pos, el in enumerate(parsed[int(dims_id)]):
             if el > 0:
                 rows.append((int(name_id), pos, el, int(calls)))
     if not rows:
         return rank_input_sizes(trace, np.zeros_like(ops))
-    frame = pd.DataFrame(rows, columns=["name_id", "position", "elements", "calls"])
-    frame = frame.loc[frame.index.repeat(frame["calls"].clip(upper=1000))]
-    med = frame.groupby(["name_id", "position"]).agg(
-        elements=("elements", "median"), calls=("elements", "size")
-    )
-    med = med.reset_index()
-    med["name"] = trace.names(med["name_id"].to_numpy(dtype=np.int32))
-    med = med.sort_values(
-        ["calls", "name", "position"], ascending=[False, True, True], kind="mergesort"
-    ).head(MAX_KEYS)
-    return pd.DataFrame(
+    r_name, r_pos, r_el, r_calls = (np.array(c) for c in zip(*rows, strict=True))
+    # each (op, input) row counted once per call, at most 1000 times
+    repeat = np.minimum(r_calls, 1000)
+    codes, (k_name, k_pos) = group_codes(r_name, r_pos)
+    codes = np.repeat(codes, repeat)
+    elements = group_median(codes, np.repeat(r_el.astype(np.float64), repeat), len(k_name))
+    calls = np.bincount(codes, minlength=len(k_name))
+    names = np.empty(len(k_name), dtype=object)
+    names[:] = trace.names(k_name.astype(np.int32))
+    name_rank, _ = group_codes(names)
+    order = np.lexsort((k_pos, name_rank, -calls))[:MAX_KEYS]
+    return Table(
         {
-            "name": med["name"].to_numpy(dtype=object),
-            "position": med["position"].to_numpy(dtype=np.int64),
-            "elements": med["elements"].to_numpy(dtype=np.float64),
+            "name": names[order],
+            "position": k_pos[order].astype(np.int64),
+            "elements": elements[order].astype(np.float64),
         }
-    ).reset_index(drop=True)
+    )
 
 
-def run_input_sizes(tables: Sequence[pd.DataFrame]) -> dict[str, float]:
+def run_input_sizes(tables: Sequence[Table]) -> dict[str, float]:
     """Per run: ``"name#position"`` -> median elements over the ranks."""
-    frames = [t for t in tables if len(t)]
+    frames = [as_table(t) for t in tables if len(t)]
     if not frames:
         return {}
-    allt = pd.concat(frames, ignore_index=True)
-    med = allt.groupby(["name", "position"])["elements"].median()
-    return {f"{name}#{pos}": float(v) for (name, pos), v in med.items()}
+    allt = concat(frames)
+    codes, (names, positions) = group_codes(allt.col("name"), allt.col("position"))
+    med = group_median(codes, allt.col("elements"), len(names))
+    return {
+        f"{name}#{pos}": float(v)
+        for name, pos, v in zip(names.tolist(), positions.tolist(), med.tolist(), strict=True)
+    }
 
 
 @dataclass(frozen=True)

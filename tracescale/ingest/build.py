@@ -2,8 +2,9 @@
 
 Speed and peak memory matter here (a 54 MB trace decodes to ~200k structs), so there is no
 per-event Python code on the hot path: columns come from ``np.fromiter(map(attrgetter(...)))``,
-strings are interned for all columns at once with ``pandas.factorize``, and the decoded structs
-are released as soon as their columns exist.
+strings are interned for all columns at once (C-level ``dict.fromkeys`` and ``map``; ids in
+order of first appearance, as ``pandas.factorize`` gave them, without importing pandas), and
+the decoded structs are released as soon as their columns exist.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.categories import ANNOTATION_CAT
 from tracescale.errors import InvalidTraceError
@@ -124,15 +124,15 @@ class _Strings:
         self.ids: dict[str, int] = {"": 0}
 
     def encode(self, flat: npt.NDArray[np.object_]) -> npt.NDArray[np.int32]:
-        """Global ids of an object array of strings: factorize in C, then map the few uniques."""
+        """Global ids of an object array of strings: the uniques found in C (first appearance
+        first), given ids, then every value mapped in C."""
         if flat.shape[0] == 0:
             return np.zeros(0, dtype=np.int32)
-        codes, uniques = pd.factorize(flat)
         ids = self.ids
-        table = np.fromiter(
-            (ids.setdefault(str(u), len(ids)) for u in uniques), dtype=np.int32, count=len(uniques)
+        local = {u: ids.setdefault(str(u), len(ids)) for u in dict.fromkeys(flat.tolist())}
+        out: npt.NDArray[np.int32] = np.fromiter(
+            map(local.__getitem__, flat.tolist()), dtype=np.int32, count=flat.shape[0]
         )
-        out: npt.NDArray[np.int32] = table[codes]
         return out
 
     def table(self) -> tuple[str, ...]:

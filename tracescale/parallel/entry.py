@@ -22,10 +22,10 @@ import zipfile
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracescale.classify.rank import RankResult
 from tracescale.classify.timeline import Segments
+from tracescale.table import Table, as_table
 
 MAGIC = b"TRACESCALE-RC-2\n"
 FORMAT_VERSION = 2
@@ -54,26 +54,24 @@ class EntryError(ValueError):
     """An entry that is not exactly what this version writes (damaged, crafted or foreign)."""
 
 
-def frame_schema(name: str, frame: pd.DataFrame, arrays: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0:
-        raise EntryError(f"{name}: index is not 0..n-1")
-    if frame.index.step != 1:
-        raise EntryError(f"{name}: index is not 0..n-1")
+def frame_schema(name: str, frame: Any, arrays: dict[str, Any]) -> dict[str, Any]:
+    """The header entry of a table's columns; its numeric columns go into ``arrays``."""
+    frame = as_table(frame)
     columns: list[dict[str, Any]] = []
     for pos, col in enumerate(frame.columns):
         if not isinstance(col, str):
             raise EntryError(f"{name}: column name {col!r} is not a string")
-        series = frame.iloc[:, pos]
-        dtype = str(series.dtype)
+        values = frame.col(col)
+        dtype = str(values.dtype)
         if dtype in _ARRAY_DTYPES:
             key = f"{name}.{pos}"
-            arrays[key] = series.to_numpy()
+            arrays[key] = values
             columns.append({"name": col, "dtype": dtype, "array": key})
         elif dtype in _STRING_DTYPES:
-            values = series.tolist()
-            if not all(isinstance(v, str) for v in values):
+            listed = values.tolist()
+            if not all(isinstance(v, str) for v in listed):
                 raise EntryError(f"{name}.{col}: not all strings")
-            columns.append({"name": col, "dtype": dtype, "values": values})
+            columns.append({"name": col, "dtype": dtype, "values": listed})
         else:
             raise EntryError(f"{name}.{col}: dtype {dtype} is not cacheable")
     return {"rows": len(frame), "columns": columns}
@@ -105,8 +103,9 @@ def encode(result: RankResult, key: dict[str, Any]) -> bytes:
     frames: dict[str, Any] = {}
     plain: dict[str, Any] = {}
     for f in dataclasses.fields(result):
-        value = getattr(result, f.name)
-        if isinstance(value, pd.DataFrame):
+        key_ = "_table_" + f.name
+        value = result.__dict__[key_] if key_ in result.__dict__ else getattr(result, f.name)
+        if isinstance(value, Table):
             frames[f.name] = frame_schema(f.name, value, arrays)
         elif isinstance(value, Segments):
             arrays[f.name + ".start"] = np.ascontiguousarray(value.start, dtype=np.int64)
@@ -181,9 +180,7 @@ def arrays_of(header: dict[str, Any], payload: memoryview) -> dict[str, np.ndarr
     return out
 
 
-def frame_from_schema(
-    schema: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]
-) -> pd.DataFrame:
+def frame_from_schema(schema: dict[str, Any], arrays: dict[str, np.ndarray[Any, Any]]) -> Table:
     rows = int(schema["rows"])
     data: dict[str, Any] = {}
     names: list[str] = []
@@ -196,14 +193,15 @@ def frame_from_schema(
         elif dtype in _STRING_DTYPES and isinstance(col.get("values"), list):
             if not all(isinstance(v, str) for v in col["values"]):
                 raise EntryError(f"column {name}: not all strings")
-            values = pd.array(col["values"], dtype=dtype)
+            values = np.empty(len(col["values"]), dtype=object)
+            values[:] = col["values"]
         else:
             raise EntryError(f"column {name}: unknown dtype {dtype}")
         if len(values) != rows or name in data:
             raise EntryError(f"column {name}: wrong length or duplicate")
         data[name] = values
         names.append(name)
-    return pd.DataFrame(data, columns=names, index=pd.RangeIndex(rows))
+    return Table(data, columns=names)
 
 
 def _restore(name: str, spec: Any, arrays: dict[str, np.ndarray[Any, Any]]) -> Any:

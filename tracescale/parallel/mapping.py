@@ -6,7 +6,6 @@ order, and the parent only ever holds those compact results.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from tracescale.ingest import last_read
 from tracescale.parallel.cache import CacheKey, ResultCache, make_key
 from tracescale.parallel.pool import Worker, load_scanner_if_worth, run_local
 from tracescale.parallel.tasks import RankTask, TaskError, run_task
+from tracescale.table import replace_tables
 
 Progress = Callable[[RankTask], None]
 Outcome = RankResult | TaskError
@@ -75,7 +75,7 @@ def run_tasks(
             key = keys[i] = make_key(task, digests[task.rules_file])
             hit = cache.get(key) if key is not None else None
             if hit is not None:
-                out[i] = hit if hit.path == task.path else dataclasses.replace(hit, path=task.path)
+                out[i] = hit if hit.path == task.path else replace_tables(hit, path=task.path)
                 hits += 1
                 if progress:
                     progress(task)

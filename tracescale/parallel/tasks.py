@@ -6,7 +6,6 @@ Workers run :func:`run_task`; every failure of one file, expected or not, comes 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from tracescale.ingest import last_read
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.plausible import NESTED_TOO_DEEPLY, vet
 from tracescale.memory import return_freed_memory
+from tracescale.table import replace_tables
 
 _COPY_CHUNK = 8 << 20
 
@@ -98,7 +98,7 @@ def run_task(task: RankTask) -> RankResult | TaskError:
         del trace
         return_freed_memory()  # the next rank file's buffers must not stack on this one's
         if result.path != task.path:
-            result = dataclasses.replace(result, path=task.path)
+            result = replace_tables(result, path=task.path)
         return result
     except TracescaleError as exc:
         return TaskError(task.path, exc.message, exc.exit_code)
