@@ -32,6 +32,7 @@ from tracescale.runs import run_groups, run_to_dict, select_steps, step_rows
 from tracescale.scaling import analyze_scaling
 from tracescale.scaling.result import ScalingResult, synced_with
 from tracescale.study import Study, TypedParts, make_document
+from tracescale.table import table_of
 
 __all__ = [
     "ReplayOptions",
@@ -110,7 +111,7 @@ def _replay(
         if path is None:
             continue
         res = results.get(path)
-        own = select_steps(res, steps).steps if isinstance(res, RankResult) else None
+        own = table_of(select_steps(res, steps), "steps") if isinstance(res, RankResult) else None
         try:
             rr = replay_run(
                 run,

@@ -273,3 +273,35 @@ def replace_tables(obj: Any, **changes: Any) -> Any:
         values[f.name] = obj.__dict__[key] if key in obj.__dict__ else getattr(obj, f.name)
     values.update(changes)
     return type(obj)(**values)
+
+
+def groupby(table: Table, keys: str | list[str]) -> list[tuple[Any, Table]]:
+    """``(key, rows)`` per group in sorted key order, rows in table order (pandas' groupby
+    iteration: a list of keys gives tuple keys, one name a scalar; rows with a NaN key drop)."""
+    from tracescale.groups import group_codes
+
+    names = [keys] if isinstance(keys, str) else list(keys)
+    if not len(table):
+        return []
+    codes, uniq = group_codes(*(table.col(k) for k in names))
+    order = np.argsort(codes, kind="stable")
+    order = order[codes[order] >= 0]
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    out = []
+    for g, rows in enumerate(np.split(order, bounds) if len(order) else []):
+        key = tuple(u[g] for u in uniq)
+        out.append((key[0] if isinstance(keys, str) else key, table.take(rows)))
+    return out
+
+
+def text(table: Table, name: str) -> np.ndarray[Any, Any]:
+    """Column ``name`` as Python strings, '' where missing (or where the column is absent)."""
+    out = np.empty(len(table), dtype=object)
+    if name not in table:
+        out[:] = ""
+        return out
+    out[:] = [
+        "" if v is None or (isinstance(v, float) and v != v) else str(v)
+        for v in table.col(name).tolist()
+    ]
+    return out

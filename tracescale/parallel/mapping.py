@@ -17,7 +17,7 @@ from tracescale.ingest import last_read
 from tracescale.parallel.cache import CacheKey, ResultCache, make_key
 from tracescale.parallel.pool import Worker, load_scanner_if_worth, run_local
 from tracescale.parallel.tasks import RankTask, TaskError, run_task
-from tracescale.table import replace_tables
+from tracescale.table import replace_tables, table_of
 
 Progress = Callable[[RankTask], None]
 Outcome = RankResult | TaskError
@@ -90,7 +90,7 @@ def run_tasks(
             if task.rules_file not in digests:
                 digests[task.rules_file] = load_rules(task.rules_file).digest
             found_key = (task.path, result.rank, digests[task.rules_file], task.memory_budget)
-            last_read.note_found(found_key, result.collectives)
+            last_read.note_found(found_key, table_of(result, "collectives"))
         # A file modified while it was being analyzed must not be cached under the old key.
         if (
             cache is not None

@@ -20,7 +20,7 @@ from tracescale.ingest import last_read
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.plausible import NESTED_TOO_DEEPLY, vet
 from tracescale.memory import return_freed_memory
-from tracescale.table import replace_tables
+from tracescale.table import replace_tables, table_of
 
 _COPY_CHUNK = 8 << 20
 
@@ -94,7 +94,7 @@ def run_task(task: RankTask) -> RankResult | TaskError:
             trace = vet(load_trace(local, memory_budget=task.memory_budget))
             result = classify_rank(trace, rules, rank=task.rank)
         key = (task.path, task.rank, rules.digest, task.memory_budget)
-        last_read.remember(key, trace, result.collectives)
+        last_read.remember(key, trace, table_of(result, "collectives"))
         del trace
         return_freed_memory()  # the next rank file's buffers must not stack on this one's
         if result.path != task.path:

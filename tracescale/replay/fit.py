@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.laws.kernel_pools import varying_kernel_laws
@@ -22,6 +21,7 @@ from tracescale.replay.links.mesh import run_meshes
 from tracescale.replay.links.tiers import same_tiers
 from tracescale.replay.links.topology import group_roles
 from tracescale.replay.project import ReplayStudy
+from tracescale.table import Table, as_table, concat
 
 
 def fit_replay(
@@ -55,18 +55,18 @@ def fit_replay(
     )
     # p2p nodes hold the pipeline's waits, not a transfer: no link is fitted on them
     frames = [
-        r.coll[~p2p_rows(r.coll)].assign(world_size=r.world_size) for r in runs if len(r.coll)
+        as_table(r.coll)[~p2p_rows(r.coll)].assign(world_size=r.world_size)
+        for r in runs
+        if len(r.coll)
     ]
     inst = (
-        pd.concat(frames, ignore_index=True)
+        concat(frames)
         if frames
-        else pd.DataFrame(
-            columns=["world_size", "collective", "algo", "bytes", "group", "transfer"]
-        )
+        else Table(columns=["world_size", "collective", "algo", "bytes", "group", "transfer"])
     )
     comm = fit_comm(inst, gpus_per_node, inter_bandwidth, inter_latency)
     pipeline = {  # every run, with its send/recv groups (a pipeline's)
-        r.world_size: sorted(set(r.coll["pg"].astype(str)[p2p_rows(r.coll)]))
+        r.world_size: sorted(set(r.coll["pg"].astype(str)[p2p_rows(r.coll)].tolist()))
         if len(r.coll) and "pg" in r.coll
         else []
         for r in runs

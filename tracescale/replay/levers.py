@@ -108,8 +108,10 @@ def _without_bubble(study: ReplayStudy, n: int) -> ReplayStudy | None:
     keep = (b / n) / (a + b / n)
     coll = base.coll.copy()
     rows = p2p_rows(coll)
-    coll.loc[rows, "transfer"] = coll.loc[rows, "transfer"] * keep
-    coll.loc[rows, "wait"] = coll.loc[rows, "wait"] * keep
+    for col in ("transfer", "wait"):  # column writes: coll is a table.Table, not a frame
+        values = np.asarray(coll[col], dtype=np.float64).copy()
+        values[rows] = values[rows] * keep
+        coll[col] = values
     dur = base.graph.dur.copy()
     dur[nodes] = np.round(dur[nodes] * keep).astype(np.int64)
     graph = dataclasses.replace(base.graph, dur=dur)

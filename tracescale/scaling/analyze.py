@@ -40,6 +40,7 @@ from tracescale.scaling.serial import (
     weak_share,
 )
 from tracescale.scaling.stats import RunAgg, aggregate, prepare, step_stats
+from tracescale.table import table_of
 
 #: Share of the step a category's fit error may reach before "poor fit" is warned.
 POOR_FIT = 0.03
@@ -58,7 +59,7 @@ def _check(
     if len(set(sizes)) != len(sizes):
         raise UsageError(f"two runs with the same world size: {sorted(sizes)}")
     for r in runs:
-        if len(r.steps) == 0:
+        if len(table_of(r, "steps")) == 0:
             raise UsageError(f"run at N={r.world_size} has no steps")
     for c, f in (what_if or {}).items():
         if c not in CATEGORIES or not (f >= 0 and np.isfinite(f)):

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.result import CAUSED, RunBreakdown
+from tracescale.groups import cumcount, factorize, group_codes, group_size
 from tracescale.scaling.blocks import MAX_RESAMPLED, step_blocks
 from tracescale.scaling.result import RankStats, StepStats
+from tracescale.table import as_table, table_of
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -54,34 +56,39 @@ class RunData:
 ScheduleRow = tuple[str, int, int, bool, float]
 
 
-def step_schedule(coll: pd.DataFrame) -> tuple[ScheduleRow, ...]:
+def step_schedule(coll: Any) -> tuple[ScheduleRow, ...]:
     """The typical step's collectives in order, with the compute that can hide each.
 
     Steps whose count of instances differs from the most common count are left out (a
     profiler window cut mid-step); each position takes its most common key and mean hideable.
     """
+    coll = as_table(coll)
     need = {"rank", "step", "collective", "bytes", "group_size", "start", "hideable", "async"}
-    if coll.empty or not need <= set(coll.columns) or coll["hideable"].isna().all():
+    if coll.empty or not need <= set(coll.columns):
         return ()
-    c = coll.sort_values(["rank", "step", "start"], kind="stable")
-    size = c.groupby(["rank", "step"])["collective"].transform("size")
-    typical = int(size.mode().iloc[0])
-    c = c[size == typical].copy()
-    pos = c.groupby(["rank", "step"]).cumcount().to_numpy(dtype=np.int64)
+    if np.isnan(coll.col("hideable").astype(np.float64)).all():
+        return ()
+    c = coll.take(np.lexsort((coll.col("start"), coll.col("step"), coll.col("rank"))))
+    groups, _ = group_codes(c.col("rank"), c.col("step"))
+    size = group_size(groups, int(groups.max()) + 1)[groups]
+    sizes, seen = np.unique(size, return_counts=True)
+    typical = int(sizes[np.argmax(seen)])  # the most common; the smallest of several
+    c = c[size == typical]
+    pos = cumcount(group_codes(c.col("rank"), c.col("step"))[0])
     # Codes of the (type, bytes, group, async) keys in sorted key order, so the first of the
     # most common keys at a position is the one a sorted groupby's idxmax would pick.
-    keys = pd.MultiIndex.from_arrays([c["collective"], c["bytes"], c["group_size"], c["async"]])
-    codes, uniq = pd.factorize(keys, sort=True)
-    counts = np.zeros((typical, len(uniq)), dtype=np.int64)
+    keys = ("collective", "bytes", "group_size", "async")
+    codes, uniq = group_codes(*(c.col(k) for k in keys))
+    counts = np.zeros((typical, len(uniq[0])), dtype=np.int64)
     known = codes >= 0  # a key with a missing part is not counted, as groupby drops it
     np.add.at(counts, (pos[known], codes[known]), 1)
     best = np.argmax(counts, axis=1)
-    hideable = np.nan_to_num(c["hideable"].to_numpy(dtype=np.float64))
+    hideable = np.nan_to_num(c.col("hideable").astype(np.float64))
     order = np.argsort(pos, kind="stable")
     by_pos = np.split(hideable[order], np.flatnonzero(np.diff(pos[order])) + 1)
     rows: list[ScheduleRow] = []
     for k, hides in enumerate(by_pos):
-        ctype, nbytes, group, is_async = uniq[best[k]]
+        ctype, nbytes, group, is_async = (u[best[k]] for u in uniq)
         rows.append((str(ctype), int(nbytes), int(group), bool(is_async), float(hides.mean())))
     return tuple(rows)
 
@@ -109,7 +116,7 @@ class RunAgg:
 
 def prepare(run: RunBreakdown) -> RunData:
     """Pivot a RunBreakdown's frames into dense arrays."""
-    df = run.steps
+    df = table_of(run, "steps")
     ranks = np.unique(df["rank"].to_numpy(dtype=np.int64))
     steps = np.unique(df["step"].to_numpy(dtype=np.int64))
     ri = np.searchsorted(ranks, df["rank"].to_numpy(dtype=np.int64))
@@ -120,7 +127,7 @@ def prepare(run: RunBreakdown) -> RunData:
     for c in VALUE_COLS[:-1]:
         if c in df.columns:
             vals[ri, si, _COL[c]] = np.nan_to_num(df[c].to_numpy(dtype=np.float64))
-    coll = run.collectives
+    coll = table_of(run, "collectives")
     keys: list[tuple[str, int, int]] = []
     csum = np.zeros((len(ranks), len(steps), 0))
     ccnt = np.zeros_like(csum)
@@ -128,18 +135,17 @@ def prepare(run: RunBreakdown) -> RunData:
         cr = coll["rank"].to_numpy(dtype=np.int64)
         cs = coll["step"].to_numpy(dtype=np.int64)
         ok = np.isin(cr, ranks) & np.isin(cs, steps)
-        coll = coll.loc[ok]
+        coll = coll[ok]
         if len(coll):
             cri = np.searchsorted(ranks, cr[ok])
             csi = np.searchsorted(steps, cs[ok])
-            grp = pd.MultiIndex.from_arrays(
-                [
-                    coll["collective"].astype(str),
-                    coll["bytes"].astype(np.int64),
-                    coll["group_size"].astype(np.int64),
-                ]
+            grp = zip(
+                coll["collective"].astype(str).tolist(),
+                coll["bytes"].astype(np.int64).tolist(),
+                coll["group_size"].astype(np.int64).tolist(),
+                strict=True,
             )
-            codes, uniq = pd.factorize(grp)
+            codes, uniq = factorize(list(grp))  # keys in order of first appearance
             keys = [(str(a), int(b), int(g)) for a, b, g in uniq]
             csum = np.zeros((len(ranks), len(steps), len(keys)))
             ccnt = np.zeros_like(csum)
@@ -155,7 +161,7 @@ def prepare(run: RunBreakdown) -> RunData:
         tuple(keys),
         csum,
         ccnt,
-        step_schedule(run.collectives),
+        step_schedule(table_of(run, "collectives")),
     )
 
 

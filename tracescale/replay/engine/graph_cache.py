@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.ingest.sniff import stamp
@@ -48,6 +47,7 @@ from tracescale.parallel.entry import (
 )
 from tracescale.parallel.tasks import RankTask
 from tracescale.replay.graph.build import Graph
+from tracescale.table import Table, as_table
 
 _KIND = "replay-graph"
 _ET_FIELDS = ("et_producer", "et_consumer")
@@ -66,7 +66,7 @@ class GraphInput:
     """
 
     graph: Graph
-    collectives: pd.DataFrame
+    collectives: Table
     devices: int
 
 
@@ -109,7 +109,7 @@ def encode_graph(item: GraphInput, key: dict[str, Any]) -> bytes:
     arrays["et_consumer"] = np.ascontiguousarray(g.et_pairs[:, 1], dtype=np.int64)
     frames = {
         "graph.collectives": frame_schema("graph.collectives", g.collectives, arrays),
-        "collectives": frame_schema("collectives", item.collectives.reset_index(drop=True), arrays),
+        "collectives": frame_schema("collectives", as_table(item.collectives), arrays),
     }
     header = {
         "format": FORMAT_VERSION,

@@ -6,15 +6,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.rank import classify_rank
 from tracescale.classify.result import RunBreakdown
 from tracescale.classify.rules import RuleSet
+from tracescale.groups import group_codes, group_mean, group_sum
 from tracescale.ingest.decode import DEFAULT_MEMORY_BUDGET, load_trace
 from tracescale.ingest.execution_trace import (
     EtDependencies,
@@ -27,6 +28,7 @@ from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
+from tracescale.replay.engine.coll_table import replay_collectives
 from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
 from tracescale.replay.engine.graph_cache import GraphInput, cached_graph_input
 from tracescale.replay.engine.schedule import replay
@@ -37,6 +39,7 @@ from tracescale.replay.uncertainty.variability import OffsetPool, arrival_offset
 from tracescale.replay.waits.backward_thread import backward_thread_edges
 from tracescale.replay.waits.et_edges import et_edges
 from tracescale.replay.waits.host_collectives import host_collective_edges
+from tracescale.table import Table, as_table, table_of
 
 F64 = npt.NDArray[np.float64]
 
@@ -56,7 +59,7 @@ class RunReplay:
     measured: F64
     replayed: F64
     group_time: dict[str, float]
-    coll: pd.DataFrame
+    coll: Table
     offsets: dict[int, OffsetPool]
     devices: int = 0  # length of deviceProperties in the rank's trace
     #: The representative rank's own compute over the median rank's: a slow rank stays slow
@@ -127,11 +130,12 @@ class RunReplay:
 
 def representative_rank(run: RunBreakdown) -> int:
     """The rank that waits least in collectives: the one the others wait for (critical)."""
-    coll = run.collectives
+    coll = table_of(run, "collectives")
     if len(coll) == 0:
         return int(run.ranks[0])
-    waits = coll.groupby("rank")["wait"].sum()
-    return int(waits.idxmin())
+    codes, (ranks,) = group_codes(coll.col("rank"))
+    waits = group_sum(codes, coll.col("wait"), len(ranks))
+    return int(ranks[int(np.argmin(waits))])  # the first of equal ones, as idxmin
 
 
 def _dependencies(path: str) -> EtDependencies | None:
@@ -155,7 +159,7 @@ def replay_run(
     steps: slice | None = None,
     cache_dir: str | None = None,
     use_cache: bool = False,
-    own_steps: pd.DataFrame | None = None,
+    own_steps: Any = None,
     loader: Callable[[str], RankTrace] | None = None,
     execution_trace: str = "",
 ) -> RunReplay:
@@ -173,7 +177,9 @@ def replay_run(
     (``replay.waits.et_edges``).
     """
     del steps  # the run's rows already carry the selection
-    rows = run.steps[run.steps["rank"] == rank] if own_steps is None else own_steps
+    run_steps = table_of(run, "steps")
+    rank_rows = run_steps[run_steps.col("rank") == rank]
+    rows = rank_rows if own_steps is None else as_table(own_steps)
 
     def build() -> GraphInput:
         key = (path, rank, rules.digest, memory_budget)
@@ -194,7 +200,7 @@ def replay_run(
             # The map step's own classification of this file found them already.
             coll = None if loader is not None else found_for(key)
             if coll is None:
-                coll = classify_rank(trace, rules, rank=rank).collectives
+                coll = table_of(classify_rank(trace, rules, rank=rank), "collectives")
         devices = len(trace.meta.device_names)
         return_freed_memory()  # the decoder's and classification's buffers
         et = _dependencies(execution_trace)
@@ -216,10 +222,12 @@ def replay_run(
     graph, _ = et_edges(graph)  # the ET's cross-thread data dependencies (graph.et_waits)
     rep = replay(graph)
     replayed = rep.step_time
-    by_step = dict(zip(rows["step"].astype(int).tolist(), rows["duration"].tolist(), strict=True))
+    by_step = dict(
+        zip(rows["step"].astype(int).tolist(), rows.col("duration").tolist(), strict=True)
+    )
     measured = np.array([by_step.get(int(s), np.nan) for s in graph.step_numbers.tolist()])
     keep = np.isfinite(measured)
-    caused = _caused(run.steps[run.steps["rank"] == rank], step_categories(graph, rep)[keep])
+    caused = _caused(rank_rows, step_categories(graph, rep)[keep])
     graph_steps = (graph.step >= 0) & keep[np.clip(graph.step, 0, None)]
     nsteps = max(int(keep.sum()), 1)
     group_time: dict[str, float] = {}
@@ -236,38 +244,8 @@ def replay_run(
         if name in group_time:  # the laws see the rank's work at a typical delay
             group_time[name] = max(group_time[name] - ex / nsteps, 0.0)
     all_c, pools = arrival_offsets(run, rank)
-    mine = all_c[all_c["rank"] == rank] if len(all_c) else all_c
-    gc = graph.collectives
-    own = item.collectives.reset_index(drop=True)
-    info = own.iloc[gc["row"].to_numpy()] if len(gc) else own.iloc[0:0]
-    coll = pd.DataFrame(
-        {
-            "node": gc["node"].to_numpy(),
-            "collective": info["collective"].to_numpy(),
-            "seq": info["seq"].to_numpy(),
-            "pg": info["pg"].fillna("").astype(str).to_numpy() if "pg" in info else "",
-            "group": info["group_size"].to_numpy(),
-            "bytes": np.where(
-                gc["bytes"].to_numpy() >= 0, gc["bytes"].to_numpy(), info["bytes"].to_numpy()
-            ),
-            "algo": gc["algo"].to_numpy(),
-        }
-    )
-    if len(coll) and len(mine):
-        parts = ["transfer", "wait", "offset", "position", "systematic", "host", "rest"]
-        j = mine.set_index(["pg", "collective", "seq"])[[p for p in parts if p in mine]]
-        coll = coll.join(j, on=["pg", "collective", "seq"])
-    for col in ("transfer", "wait", "offset", "systematic", "host", "rest"):
-        if col not in coll:
-            coll[col] = np.nan
-    if "position" not in coll:
-        coll["position"] = -1
-    dur = graph.dur[coll["node"].to_numpy()] / 1e9 if len(coll) else np.zeros(0)
-    coll["transfer"] = coll["transfer"].fillna(pd.Series(dur, index=coll.index))
-    coll["wait"] = (dur - coll["transfer"]).clip(lower=0) if len(coll) else coll["wait"]
-    coll["position"] = coll["position"].fillna(-1).astype(int)
-    for col in ("offset", "systematic", "host", "rest"):
-        coll[col] = coll[col].fillna(0.0)
+    mine = all_c[all_c.col("rank") == rank] if len(all_c) else all_c
+    coll = replay_collectives(as_table(graph.collectives), as_table(item.collectives), mine, graph)
     return RunReplay(
         world_size=run.world_size,
         rank=rank,
@@ -280,7 +258,7 @@ def replay_run(
         offsets=pools,
         devices=item.devices,
         device_factor=_device_factor(run, rank),
-        delays=delays.to_numpy(dtype=np.float64),
+        delays=delays.col("delay").astype(np.float64),
         delay_node=delay_node,
         delay_excess=delay_excess,
         delay_share=delay_share,
@@ -291,14 +269,15 @@ def replay_run(
     )
 
 
-def _caused(rows: pd.DataFrame, own: F64) -> F64:
+def _caused(rows: Table, own: F64) -> F64:
     """Seconds per step per category the measured attribution gave the rank's waits for late
     ranks (cross-rank cause): its breakdown less its own replayed timeline's, communication
     left out (a wait no cause claimed stays communication)."""
     cols = [c for c in CATEGORIES if c in rows]
     if len(rows) == 0 or len(own) == 0 or len(cols) < len(CATEGORIES):
         return np.zeros(len(CATEGORIES))
-    out = np.clip(rows[cols].to_numpy(dtype=np.float64).mean(axis=0) - own.mean(axis=0), 0, None)
+    values = np.stack([rows.col(c).astype(np.float64) for c in cols], axis=1)
+    out = np.clip(values.mean(axis=0) - own.mean(axis=0), 0, None)
     out[CATEGORIES.index("communication")] = 0.0
     return np.asarray(out, dtype=np.float64)
 
@@ -310,16 +289,17 @@ DELAY_GAP_SHARE = 0.1
 
 
 def _delay_gaps(
-    graph: Graph, keep: npt.NDArray[np.bool_], delays: pd.Series, rank: int
+    graph: Graph, keep: npt.NDArray[np.bool_], delays: Table, rank: int
 ) -> tuple[npt.NDArray[np.int64], F64, F64]:
     """Per kept step: the gaps where the rank's own host delay shows (its longest host gap and
     the step's other gaps of that category at least ``DELAY_GAP_SHARE`` of it), the step's own
     delay beyond the run's median spread over them in proportion to their lengths (at most
     their sum), and each gap's share of the step's delay (they sum to 1 per step)."""
     none = np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
-    if len(delays) == 0 or rank not in delays.index.get_level_values(0):
+    if len(delays) == 0 or rank not in delays.col("rank").tolist():
         return none
-    mine = delays.xs(rank, level=0)
+    mine = delays[delays.col("rank") == rank]
+    mine_step = {int(s): i for i, s in enumerate(mine.col("step").tolist())}
     gaps = np.flatnonzero((graph.kind == GAP) & (graph.step >= 0))
     # The longest gap of each step (the first of equal ones): one sort over the gap nodes,
     # not a scan of every node per step.
@@ -336,7 +316,7 @@ def _delay_gaps(
     pick &= graph.dur[gaps] >= DELAY_GAP_SHARE * graph.dur[np.clip(top, 0, None)]
     pick &= graph.dur[gaps] > 0
     nodes, s = gaps[pick].astype(np.int64), s[pick]
-    at = mine.index.get_indexer(graph.step_numbers[s])
+    at = np.array([mine_step.get(int(x), -1) for x in graph.step_numbers[s].tolist()], np.int64)
     ok = keep[s] & (at >= 0)
     nodes, s, at = nodes[ok], s[ok], at[ok]
     if len(nodes) == 0:
@@ -344,7 +324,7 @@ def _delay_gaps(
     dur = graph.dur[nodes] / 1e9
     total = np.bincount(s, weights=dur, minlength=len(graph.step_first))[s]
     share = dur / total
-    own = mine.to_numpy(dtype=np.float64)[at]
+    own = mine.col("delay").astype(np.float64)[at]
     excess = np.minimum(own, total) * share
     return nodes, excess.astype(np.float64), share.astype(np.float64)
 
@@ -353,12 +333,13 @@ def _delay_gaps(
 
 
 def _device_factor(run: RunBreakdown, rank: int) -> float:
-    st = run.steps
-    own = (st["compute"] - st["caused_compute"]).groupby(st["rank"]).mean()
-    med = float(own.median())
-    if rank not in own.index or med <= 0:
+    st = table_of(run, "steps")
+    codes, (ranks,) = group_codes(st.col("rank"))
+    own = group_mean(codes, st.col("compute") - st.col("caused_compute"), len(ranks))
+    med = float(np.median(own))
+    if rank not in ranks.tolist() or med <= 0:
         return 1.0
-    return max(float(own[rank]) / med, 1e-3)
+    return max(float(own[ranks.tolist().index(rank)]) / med, 1e-3)
 
 
 __all__ = ["DCOLL", "HCOLL", "RunReplay", "replay_run", "representative_rank"]

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.classify.blocking import blocking_copies
 from tracescale.classify.collectives import collective_type
@@ -47,6 +46,7 @@ from tracescale.replay.graph.host import ThreadPieces, step_bounds, thread_piece
 from tracescale.replay.graph.labels import LawGroups, step_free_names
 from tracescale.replay.waits.cross_stream import add_joins, cross_stream
 from tracescale.replay.waits.order import forward_order
+from tracescale.table import Table
 
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
@@ -103,7 +103,7 @@ class Graph:
     step_first: I64  # per step: host node starting at the step's host start
     step_last: I64  # per step: host node ending at the step's host end
     step_numbers: I64
-    collectives: pd.DataFrame  # collective, seq, algo, group_size, bytes, node
+    collectives: Table  # collective, seq, algo, group_size, bytes, node
     #: per node: index into ``CATEGORIES`` of the attribution category it runs in, -1 none
     #: (``graph_categories``); what-if scenarios rescale nodes by it
     category: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
@@ -127,7 +127,7 @@ class Graph:
 def build_graph(
     trace: RankTrace,
     win: StepWindows,
-    coll: pd.DataFrame,
+    coll: Any,
     rules: RuleSet | None = None,
     et: EtDependencies | None = None,
 ) -> Graph:
@@ -342,7 +342,7 @@ def _freeze(
     coll_events = event[coll_nodes].tolist()
     nbytes = message_bytes(trace, coll_events)
     names = [trace.strings[trace.events.name[i]] for i in coll_events]
-    collectives = pd.DataFrame(
+    collectives = Table(
         {
             "node": coll_nodes,
             "row": c["coll"][coll_nodes].astype(np.int64),

@@ -8,10 +8,10 @@ only places the nodes.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.classify.collectives import dtype_bytes
 from tracescale.ingest.trace import RankTrace
@@ -32,7 +32,7 @@ def algo_of(kernel_name: str) -> str:
     return "_".join(x.group(1) for x in (a, p) if x is not None)
 
 
-def collective_events(ev_start: I64, ev_end: I64, coll: pd.DataFrame) -> I64:
+def collective_events(ev_start: I64, ev_end: I64, coll: Any) -> I64:
     """Row of the rank's collective instances whose (start_ns, end_ns) an event has, -1 else
     (a repeated pair: the last row)."""
     n = len(ev_start)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracescale.replay.laws.nodes import Law
 
@@ -34,7 +34,7 @@ from tracescale.replay.laws.nodes import Law
 _WHOLE = 0.05
 
 
-def peer_counts(coll: pd.DataFrame, rows: np.ndarray, steps: int) -> dict[str, float]:
+def peer_counts(coll: Any, rows: np.ndarray, steps: int) -> dict[str, float]:
     """Send/recv nodes per step per pair group (``pg``) of one rank's collective table (``rows``:
     its p2p rows; ``steps``: the steps they span)."""
     if not rows.any() or "pg" not in coll or steps <= 0:

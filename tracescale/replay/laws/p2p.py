@@ -18,10 +18,10 @@ ring with fewer microbatches than stages added to the law.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.graph.build import DEV
@@ -33,7 +33,7 @@ from tracescale.replay.links.mesh import PP, Mesh, MeshDim
 P2P = "sendrecv"
 
 
-def p2p_rows(coll: pd.DataFrame) -> npt.NDArray[np.bool_]:
+def p2p_rows(coll: Any) -> npt.NDArray[np.bool_]:
     """Which rows of a run's ``coll`` table are pipeline p2p nodes (send/recv between two
     ranks)."""
     if not len(coll):

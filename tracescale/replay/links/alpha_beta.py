@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.scaling.comm import factors
 from tracescale.scaling.nnls import nnls
@@ -60,7 +60,7 @@ class AlphaBeta:
         return float(a * lat[0] + inv * bw[0])
 
 
-def refit_beta(rows: pd.DataFrame, alpha: float) -> float:
+def refit_beta(rows: Any, alpha: float) -> float:
     """Beta fitted to ``rows`` (relative residuals) once alpha is fixed elsewhere, with the
     rows far off it weighted down as :func:`robust_nnls` does."""
     x, y = factor_rows(rows)
@@ -76,7 +76,7 @@ def refit_beta(rows: pd.DataFrame, alpha: float) -> float:
     return beta
 
 
-def factor_rows(rows: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def factor_rows(rows: Any) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(latency factor, bytes factor) per row, and the measured transfers."""
     lat, bw = [], []
     for ct, b, g, a in zip(
@@ -88,7 +88,7 @@ def factor_rows(rows: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArra
     return np.column_stack([lat, bw]), rows["transfer"].to_numpy(dtype=np.float64)
 
 
-def fit_rows(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | None:
+def fit_rows(rows: Any, prior: AlphaBeta | None = None) -> AlphaBeta | None:
     """NNLS for (alpha, beta) on relative residuals, with alpha's 90% range as the ends.
 
     The ends are alpha's standard error from the rows' scatter about the fit (Student's t,
@@ -121,7 +121,7 @@ def fit_rows(rows: pd.DataFrame, prior: AlphaBeta | None = None) -> AlphaBeta | 
 LATENCY_EXPONENT = 2.0 / 3.0
 
 
-def between_tiers(rows: pd.DataFrame, prior: AlphaBeta) -> AlphaBeta:
+def between_tiers(rows: Any, prior: AlphaBeta) -> AlphaBeta:
     """The slower tier's link from ``rows`` where its latency is assumed, not read: between
     ``prior``'s (the intra-node) alpha, latency not growing, and that alpha times the bandwidth
     ratio, latency growing like bandwidth shrinks; the point at the ratio to the power
@@ -236,7 +236,7 @@ def robust_nnls(
 WEAK_RANGE = 2.0
 
 
-def weak_note(fit: AlphaBeta, rows: pd.DataFrame, key: tuple[str, str, str]) -> list[str]:
+def weak_note(fit: AlphaBeta, rows: Any, key: tuple[str, str, str]) -> list[str]:
     """The assumption to state when the rows barely tell this key's latency from its bandwidth
     (its 90% range spans more than ``WEAK_RANGE``x), else nothing."""
     if not fit.weak():
@@ -261,7 +261,7 @@ def weak_note(fit: AlphaBeta, rows: pd.DataFrame, key: tuple[str, str, str]) -> 
     ]
 
 
-def mixes(rows: pd.DataFrame) -> int:
+def mixes(rows: Any) -> int:
     """Distinct (latency, bytes) factor mixes: alpha and beta separate from two on."""
     x, _ = factor_rows(rows)
     return int(np.unique(np.round(x[:, 1] / np.maximum(x[:, 0], 1e-300), 3)).size)

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracescale.replay.links.alpha_beta import AlphaBeta, between_tiers, fit_rows, refit_beta
 from tracescale.scaling.quantiles import Z95
+from tracescale.table import concat
 
 Key = tuple[str, str, str]
 #: Own and donor latencies further apart than this many joint standard errors are two
@@ -57,7 +58,7 @@ def protocol_of(algo: str) -> str:
 
 def borrow_alpha(
     fits: Mapping[Key, AlphaBeta],
-    own_rows: Mapping[Key, pd.DataFrame],
+    own_rows: Mapping[Key, Any],
     faster: Mapping[Key, AlphaBeta] | None = None,
 ) -> tuple[dict[Key, AlphaBeta], list[str]]:
     """``fits`` with every weak (or unfitted) level-3 key's latency combined with its donor's,
@@ -87,7 +88,7 @@ def borrow_alpha(
 
 
 def _donor(
-    key: Key, fits: Mapping[Key, AlphaBeta], own_rows: Mapping[Key, pd.DataFrame]
+    key: Key, fits: Mapping[Key, AlphaBeta], own_rows: Mapping[Key, Any]
 ) -> tuple[AlphaBeta | None, str]:
     """The better-measured latency for ``key``: the same type, tier and protocol pooled over
     every algorithm, else the type's fit at that tier over every algorithm; one that is
@@ -101,7 +102,7 @@ def _donor(
             if c == ctype and t == tier and protocol_of(a) == proto
         ]
         if len(same) > 1:
-            pooled = fit_rows(pd.concat(same, ignore_index=True))
+            pooled = fit_rows(concat(same))
             if pooled is not None and pooled.alpha_se is not None and not pooled.weak():
                 return pooled, f"{ctype}/*_{proto}/{tier}"
     parent = fits.get((ctype, "", tier))
@@ -111,7 +112,7 @@ def _donor(
     return parent, f"{ctype}/{tier}"
 
 
-def _plausible(intra: AlphaBeta, rows: pd.DataFrame) -> tuple[AlphaBeta | None, str]:
+def _plausible(intra: AlphaBeta, rows: Any) -> tuple[AlphaBeta | None, str]:
     """The plausible inter-node latency for ``rows`` as a reading with a standard error, from
     an intra-node link that is itself well measured; none otherwise."""
     if intra.alpha_se is None or intra.weak():
@@ -127,7 +128,7 @@ def _plausible(intra: AlphaBeta, rows: pd.DataFrame) -> tuple[AlphaBeta | None, 
     return replace(got, alpha_se=(hi - lo) / (2 * Z95)), name  # a 90% range: +-z95 s.e.
 
 
-def _combine(own: AlphaBeta | None, donor: AlphaBeta, rows: pd.DataFrame) -> AlphaBeta | None:
+def _combine(own: AlphaBeta | None, donor: AlphaBeta, rows: Any) -> AlphaBeta | None:
     """The key's link at the combined latency, beta refitted on its rows, with the ends
     spanning both readings and both ranges; None where the two latencies disagree (the key
     keeps its own)."""

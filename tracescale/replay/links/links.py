@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from tracescale.groups import group_codes, group_mean, series_mean
 from tracescale.ingest.groups import key_role
 from tracescale.replay.links.alpha_beta import AlphaBeta, fit_rows, weak_note
 from tracescale.replay.links.borrowed_alpha import borrow_alpha
@@ -42,6 +43,7 @@ from tracescale.replay.links.topology import (
     tier_at,
 )
 from tracescale.scaling.comm import DEFAULT_ALPHA_S, DEFAULT_BANDWIDTH
+from tracescale.table import Table, as_table, groupby, text
 
 #: Plausible inter-node link when that tier was never measured and the user gave no figures
 #: (docs/DESIGN.md "Unmeasured topology tier"). The point estimate keeps the intra-node link;
@@ -198,26 +200,29 @@ def _intra_links(
     return out
 
 
-def group_laws(instances: pd.DataFrame, gpus_per_node: int | None = None) -> dict[str, bool]:
+def group_laws(instances: Any, gpus_per_node: int | None = None) -> dict[str, bool]:
     """Process group role (description, else name) -> whether its size follows N over the
     runs (else constant): :func:`tracescale.replay.links.topology.size_laws`."""
     return size_laws(instances, gpus_per_node).grows
 
 
 def fit_comm(
-    instances: pd.DataFrame,
+    instances: Any,
     gpus_per_node: int | None,
     inter_bandwidth: float | None = None,
     inter_latency: float | None = None,
 ) -> CommModel:
     """``instances``: world_size, collective, algo, bytes, group, transfer (seconds)."""
-    inst = instances[(instances["group"] > 1) & (instances["bytes"] >= 0)].copy()
-    barrier = inst[inst["collective"] == "barrier"]
-    inst = inst[inst["collective"] != "barrier"]
-    pgs = inst["pg"].fillna("").astype(str) if "pg" in inst else pd.Series("", index=inst.index)
-    inst["tier"] = [
-        measured_tier(g, pg, gpus_per_node) for g, pg in zip(inst["group"], pgs, strict=True)
+    instances = as_table(instances)
+    inst = instances[(instances.col("group") > 1) & (instances.col("bytes") >= 0)].copy()
+    barrier = inst[inst.col("collective") == "barrier"]
+    inst = inst[inst.col("collective") != "barrier"]
+    pgs = text(inst, "pg").tolist()
+    tier_of = [
+        measured_tier(g, pg, gpus_per_node)
+        for g, pg in zip(inst.col("group").tolist(), pgs, strict=True)
     ]
+    inst["tier"] = np.array(tier_of, dtype=object) if tier_of else np.zeros(0, dtype=object)
     fits: dict[tuple[str, str, str], AlphaBeta] = {}
     notes: list[str] = []
     levels: tuple[tuple[str, ...], ...] = (
@@ -227,10 +232,10 @@ def fit_comm(
     )
     # intra first: its (borrowed) alpha is the prior for a thin inter fit
     for tier in (INTRA, INTER):
-        own_rows: dict[tuple[str, str, str], pd.DataFrame] = {}
+        own_rows: dict[tuple[str, str, str], Table] = {}
         for cols in levels:
-            sub = inst[inst["tier"] == tier]
-            for key, rows in sub.groupby(list(cols)):
+            sub = inst[inst.col("tier") == tier]
+            for key, rows in groupby(sub, list(cols)):
                 k = tuple(str(x) for x in (key if isinstance(key, tuple) else (key,)))
                 full = dict(zip(cols, k, strict=True))
                 slot = (full.get("collective", ""), full.get("algo", ""), tier)
@@ -257,14 +262,15 @@ def fit_comm(
         if got is not None:
             fits[("", "", "")] = replace(got, source="all")
     sharded: dict[str, bool] = {}
-    for ctype, rows in inst.groupby("collective"):
-        per_n = rows.groupby("world_size")["bytes"].mean()
-        if len(per_n) >= 2 and per_n.iloc[0] > 0:
-            n0, n1 = float(per_n.index[0]), float(per_n.index[-1])
+    for ctype, rows in groupby(inst, "collective"):
+        codes, (sizes_n,) = group_codes(rows.col("world_size"))
+        per_n = group_mean(codes, rows.col("bytes"), len(sizes_n))
+        if len(per_n) >= 2 and per_n[0] > 0:
+            n0, n1 = float(sizes_n[0]), float(sizes_n[-1])
             expect = n0 / n1  # bytes ~ 1/N
-            got_ratio = float(per_n.iloc[-1] / per_n.iloc[0])
+            got_ratio = float(per_n[-1] / per_n[0])
             sharded[str(ctype)] = abs(np.log(got_ratio / expect)) < abs(np.log(got_ratio))
-    tiers = frozenset(inst["tier"].tolist())
+    tiers = frozenset(inst.col("tier").tolist())
     sizes = size_laws(instances, gpus_per_node)
     user = None
     if inter_bandwidth is not None or inter_latency is not None:
@@ -280,7 +286,7 @@ def fit_comm(
         gpus_per_node=gpus_per_node,
         measured_tiers=tiers,
         user_inter=user,
-        barrier_s=float(barrier["transfer"].mean()) if len(barrier) else 0.0,
+        barrier_s=series_mean(barrier.col("transfer")) if len(barrier) else 0.0,
         assumptions=(*notes, *sizes.notes),
         proportional=sizes.grows,
         layouts=group_layouts(instances, sizes.grows, sizes.why),

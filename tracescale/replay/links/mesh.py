@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracescale.ingest.groups import key_role
 from tracescale.replay.links.topology import INTER, GroupRole, grew_like_n, measured_tier
+from tracescale.table import Table, as_table, groupby, text
 
 TP, PP, DP, SHARD, REPLICATE, EP, CP = "TP", "PP", "DP", "DP-shard", "DP-replicate", "EP", "CP"
 #: Words of a group's name or description that say its dimension, most specific first.
@@ -106,18 +106,18 @@ def _spans(keys: Sequence[str], size: float, gpus_per_node: int | None) -> bool 
     return any(measured_tier(size, k, gpus_per_node) == INTER for k in keys)
 
 
-def _unnamed(instances: pd.DataFrame, n: int) -> list[tuple[float, tuple[str, ...], list[str]]]:
+def _unnamed(instances: Table, n: int) -> list[tuple[float, tuple[str, ...], list[str]]]:
     """Groups of the run at ``n`` without a role: (size, collectives, keys) per size; their
     size grows with N when they hold the world (the links' reading of such a group)."""
     if not len(instances) or "pg" not in instances:
         return []
-    rows = instances[instances["world_size"] == n]
-    pgs = rows["pg"].fillna("").astype(str)
+    rows = instances[instances.col("world_size") == n]
+    pgs = text(rows, "pg").tolist()
     rows = rows[np.asarray([key_role(k) == "" for k in pgs], dtype=np.bool_)]
     out = []
-    for size, sub in rows.groupby("group"):
-        kinds = tuple(sorted(set(sub["collective"].astype(str)) - _SILENT))
-        out.append((float(size), kinds, sorted(set(sub["pg"].fillna("").astype(str)))))
+    for size, sub in groupby(rows, "group"):
+        kinds = tuple(sorted(set(sub["collective"].astype(str).tolist()) - _SILENT))
+        out.append((float(size), kinds, sorted(set(text(sub, "pg").tolist()))))
     return out
 
 
@@ -139,7 +139,7 @@ def _pipeline(
 
 
 def run_meshes(
-    instances: pd.DataFrame,
+    instances: Any,
     roles: Sequence[GroupRole],
     p2p: Mapping[int, Sequence[str]],
     gpus_per_node: int | None,
@@ -149,6 +149,7 @@ def run_meshes(
     send/recv rows; ``roles``: :func:`group_roles` of them); ``p2p``: per world size the
     pipeline's send/recv group keys; ``virtual``: per world size its model chunks per rank
     (interleaved 1F1B), where read."""
+    instances = as_table(instances)
     sizes = sorted({*(int(n) for n in instances.get("world_size", [])), *p2p})
     # a job's chunks per rank do not change with N: a run whose replayed stage could not tell
     # (a middle stage) takes the other runs' reading where they agree

@@ -28,11 +28,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from tracescale.groups import factorize, group_codes, group_median
 from tracescale.ingest.groups import key_members, key_role
+from tracescale.table import Table, as_table, groupby, text
 
 INTRA, INTER = "intra", "inter"
 
@@ -85,15 +87,18 @@ class Layout:
 
 
 def group_layouts(
-    instances: pd.DataFrame, proportional: Mapping[str, bool], why: Mapping[str, str] | None = None
+    instances: Any, proportional: Mapping[str, bool], why: Mapping[str, str] | None = None
 ) -> dict[str, Layout]:
     """Group role (description, else name) -> layout, from the member lists in the instance
     keys of every run (``instances``: world_size, pg, group; ``why``: :class:`SizeLaws`'
     reasons, kept beside an inferred layout)."""
+    instances = as_table(instances)
     if "pg" not in instances or not len(instances):
         return {}
     strides: dict[str, dict[int, list[int]]] = {}
-    for pg, n in set(zip(instances["pg"].astype(str), instances["world_size"], strict=True)):
+    for pg, n in set(
+        zip(instances["pg"].astype(str).tolist(), instances.col("world_size").tolist(), strict=True)
+    ):
         stride = stride_of(key_members(pg))
         if stride is not None:
             strides.setdefault(key_role(pg), {}).setdefault(int(n), []).append(stride)
@@ -108,10 +113,8 @@ def group_layouts(
             grows = bool(abs(got - np.log(n1 / n0)) < abs(got))
             out[name] = Layout(d1, n1, grows, inferred=False)
             continue
-        sizes = instances.loc[
-            (instances["world_size"] == n1) & (instances["pg"].astype(str).map(key_role) == name),
-            "group",
-        ]
+        roles = np.array([key_role(k) for k in instances["pg"].astype(str).tolist()], dtype=object)
+        sizes = instances.col("group")[(instances.col("world_size") == n1) & (roles == name)]
         size = float(np.median(sizes)) if len(sizes) else 0.0
         spans_world = d1 > 1 and d1 * size == n1
         grows = not proportional.get(name, False) and spans_world
@@ -220,25 +223,23 @@ class GroupRole:
         return dict(self.collectives).get(n, ())
 
 
-def group_roles(instances: pd.DataFrame, gpus_per_node: int | None = None) -> tuple[GroupRole, ...]:
+def group_roles(instances: Any, gpus_per_node: int | None = None) -> tuple[GroupRole, ...]:
     """Each named group role's sizes, keys and size law over the runs (``instances``:
     world_size, pg, group, and collective where known), by role name."""
+    instances = as_table(instances)
     if "pg" not in instances or not len(instances):
         return ()
-    codes, uniq = pd.factorize(instances["pg"].fillna("").astype(str))
+    codes, uniq = factorize(text(instances, "pg").tolist())
     role_of = np.asarray([key_role(k) for k in uniq], dtype=object)
-    roles = pd.Series(role_of[codes] if len(uniq) else [], index=instances.index, dtype=object)
-    pgs = pd.Series(np.asarray(uniq, dtype=object)[codes], index=instances.index, dtype=object)
-    keep = (roles != "").to_numpy()
-    colls = (
-        instances["collective"].astype(str)
-        if "collective" in instances
-        else pd.Series("", index=instances.index)
-    )
-    named = pd.DataFrame(
+    roles = role_of[codes] if len(uniq) else np.zeros(0, dtype=object)
+    pgs = np.asarray(uniq, dtype=object)[codes]
+    keep = roles != ""
+    colls = np.empty(len(instances), dtype=object)
+    colls[:] = instances["collective"].astype(str).tolist() if "collective" in instances else ""
+    named = Table(
         {
-            "world_size": instances["world_size"][keep],
-            "group": instances["group"][keep],
+            "world_size": instances.col("world_size")[keep],
+            "group": instances.col("group")[keep],
             "_role": roles[keep],
             "_pg": pgs[keep],
             "_coll": colls[keep],
@@ -246,15 +247,16 @@ def group_roles(instances: pd.DataFrame, gpus_per_node: int | None = None) -> tu
     )
     by_run: dict[int, dict[str, list[str]]] = {}
     by_coll: dict[str, dict[int, tuple[str, ...]]] = {}
-    for (n, role), rows in named.groupby(["world_size", "_role"]):
-        by_run.setdefault(int(n), {})[str(role)] = sorted(set(rows["_pg"]))
-        found = sorted(set(rows["_coll"]) - {""})
+    for (n, role), rows in groupby(named, ["world_size", "_role"]):
+        by_run.setdefault(int(n), {})[str(role)] = sorted(set(rows.col("_pg").tolist()))
+        found = sorted(set(rows.col("_coll").tolist()) - {""})
         by_coll.setdefault(str(role), {})[int(n)] = tuple(found)
     out: list[GroupRole] = []
-    for role, rows in named.groupby("_role"):
+    for role, rows in groupby(named, "_role"):
         name = str(role)
-        per_n = rows.groupby("world_size")["group"].median().sort_index()
-        ns, gs = [float(x) for x in per_n.index], [float(x) for x in per_n]
+        n_codes, (n_sizes,) = group_codes(rows.col("world_size"))
+        per_n = group_median(n_codes, rows.col("group"), len(n_sizes))
+        ns, gs = [float(x) for x in n_sizes], [float(x) for x in per_n]
         sizes = tuple((int(n), g) for n, g in zip(ns, gs, strict=True))
         keys = tuple((int(n), tuple(by_run[int(n)][name])) for n in ns)
         colls_at = tuple((int(n), by_coll[name][int(n)]) for n in ns)
@@ -290,7 +292,7 @@ class SizeLaws:
     why: dict[str, str]
 
 
-def size_laws(instances: pd.DataFrame, gpus_per_node: int | None = None) -> SizeLaws:
+def size_laws(instances: Any, gpus_per_node: int | None = None) -> SizeLaws:
     """Each group role's size law over the runs (``instances``: world_size, pg, group):
     :func:`group_roles`' laws, notes and reasons."""
     roles = group_roles(instances, gpus_per_node)

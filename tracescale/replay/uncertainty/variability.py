@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracescale.classify.clocks import clock_offsets
 from tracescale.classify.result import RunBreakdown
+from tracescale.groups import cumcount, group_codes, group_mean
 from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
+from tracescale.table import Table, table_of, text
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -122,66 +123,109 @@ def expected_max_of(mu_all: F64, eps: F64, n: int) -> float:
     return float(np.dot(pmf, x))
 
 
-def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[pd.DataFrame, dict[int, OffsetPool]]:
-    """Offsets of every rank at every instance (frame with ``position``/``offset``) and the
+def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, OffsetPool]]:
+    """Offsets of every rank at every instance (table with ``position``/``offset``) and the
     pools per position within the step."""
-    c = run.collectives
+    c = table_of(run, "collectives")
     if len(c) == 0:
-        return c.assign(position=[], offset=[]), {}
+        return c.assign(position=np.zeros(0), offset=np.zeros(0)), {}
     c = c.copy()
-    c["pg"] = c["pg"].fillna("").astype(str) if "pg" in c else ""
-    c["end"] = c["start"] + c["duration"]
+    c["pg"] = text(c, "pg")
+    c["end"] = c.col("start") + c.col("duration")
     key = ["pg", "collective", "seq"]
     skew = clock_offsets(c, key, rank)
-    c["arrival"] = c["start"] - c["rank"].map(skew).fillna(0.0)
-    c["offset"] = c["arrival"] - c.groupby(key)["arrival"].transform("mean")
-    ordered = c.sort_values(["rank", "step", "start"])
-    c["position"] = ordered.groupby(["rank", "step"]).cumcount().reindex(c.index)
-    st = run.steps
-    own = st["dataloader"] - st["caused_dataloader"] + st["host"]
-    delay = pd.Series(own.to_numpy(), index=pd.MultiIndex.from_frame(st[["rank", "step"]]))
-    delay = delay[~delay.index.duplicated()]
-    delay = delay - delay.groupby(level="step").transform("mean")
-    at = pd.MultiIndex.from_frame(c[["rank", "step"]])
-    c["delay"] = delay.reindex(at).fillna(0.0).to_numpy()
-    c["own_delay"] = own_delays(run).reindex(at).fillna(0.0).to_numpy()
+    ranks = c.col("rank")
+    arrival = c.col("start") - np.array([skew.get(int(r), 0.0) for r in ranks.tolist()])
+    c["arrival"] = arrival
+    codes, uniq = group_codes(*(c.col(k) for k in key))
+    c["offset"] = arrival - group_mean(codes, arrival, len(uniq[0]))[codes]
+    order = np.lexsort((c.col("start"), c.col("step"), ranks))
+    position = np.empty(len(c), dtype=np.int64)
+    position[order] = cumcount(group_codes(ranks[order], c.col("step")[order])[0])
+    c["position"] = position
+    # each rank's own delay per step, less the step's mean over ranks
+    st = table_of(run, "steps")
+    own = st.col("dataloader") - st.col("caused_dataloader") + st.col("host")
+    first = _first_rows(st.col("rank"), st.col("step"))
+    d_rank, d_step, d_own = st.col("rank")[first], st.col("step")[first], own[first]
+    s_codes, (s_ids,) = group_codes(d_step)
+    d_own = d_own - group_mean(s_codes, d_own, len(s_ids))[s_codes]
+    c["delay"] = _lookup(d_rank, d_step, d_own, ranks, c.col("step"))
+    mine = own_delays(run)
+    c["own_delay"] = _lookup(
+        mine.col("rank"), mine.col("step"), mine.col("delay"), ranks, c.col("step")
+    )
+    systematic_all = np.full(len(c), np.nan)
+    host_all = np.full(len(c), np.nan)
+    rest_all = np.full(len(c), np.nan)
     pools: dict[int, OffsetPool] = {}
-    for k, g in c.groupby("position"):
-        o = g["offset"].to_numpy(dtype=np.float64)
-        r = g["rank"].to_numpy(dtype=np.int64)
+    offsets_col, delay_col, own_col = c.col("offset"), c.col("delay"), c.col("own_delay")
+    for k, idx in _by_value(position):
+        o = offsets_col[idx].astype(np.float64)
+        r = ranks[idx].astype(np.int64)
         mu, _ = split_systematic(o, r)
         _, inv = np.unique(r, return_inverse=True)
         systematic = mu[inv] if np.any(mu) else np.zeros(len(o))
         rand = o - systematic
-        d = g["delay"].to_numpy(dtype=np.float64)
+        d = delay_col[idx].astype(np.float64)
         d = d - np.bincount(inv, weights=d)[inv] / np.bincount(inv)[inv] if np.any(mu) else d
         denom = float(np.dot(d, d))
         beta = min(max(float(np.dot(d, rand)) / denom, 0.0), 1.0) if denom > 0 else 0.0
         host = beta * d
-        c.loc[g.index, "systematic"] = systematic
-        c.loc[g.index, "host"] = beta * g["own_delay"].to_numpy(dtype=np.float64)
-        c.loc[g.index, "rest"] = rand - host
+        systematic_all[idx] = systematic
+        host_all[idx] = beta * own_col[idx].astype(np.float64)
+        rest_all[idx] = rand - host
         pools[int(k)] = OffsetPool(r, systematic, host, rand - host, beta)
+    c["systematic"], c["host"], c["rest"] = systematic_all, host_all, rest_all
     return c, pools
 
 
-def own_delays(run: RunBreakdown) -> pd.Series:
+def _first_rows(rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Rows that are the first of their (rank, step), in row order."""
+    seen: set[tuple[int, int]] = set()
+    keep = []
+    for i, k in enumerate(zip(rank.tolist(), step.tolist(), strict=True)):
+        if k not in seen:
+            seen.add(k)
+            keep.append(i)
+    return np.array(keep, dtype=np.int64)
+
+
+def _lookup(
+    rank: np.ndarray, step: np.ndarray, value: np.ndarray, at_rank: np.ndarray, at_step: np.ndarray
+) -> F64:
+    """``value`` at each (``at_rank``, ``at_step``), 0 where the pair has none."""
+    table = dict(zip(zip(rank.tolist(), step.tolist(), strict=True), value.tolist(), strict=True))
+    pairs = zip(at_rank.tolist(), at_step.tolist(), strict=True)
+    return np.array([table.get(p, 0.0) for p in pairs], dtype=np.float64)
+
+
+def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Row indices per distinct value, values ascending, rows in order."""
+    order = np.argsort(values, kind="stable")
+    bounds = np.flatnonzero(np.diff(values[order])) + 1
+    parts = np.split(order, bounds) if len(order) else []
+    return [(int(values[p[0]]), p) for p in parts]
+
+
+def own_delays(run: RunBreakdown) -> Table:
     """Every rank's own host delay per step (data loading and host work, less the waits for
-    other ranks), seconds, by (rank, step): less the run's median and, when ranks differ beyond
-    noise, less each rank's own mean (a rank late at every step stays one late rank, kept in
-    its systematic offset; it is no draw)."""
-    st = run.steps
-    own = (st["dataloader"] - st["caused_dataloader"] + st["host"]).to_numpy(dtype=np.float64)
+    other ranks), seconds, as ``rank``, ``step``, ``delay`` rows (one per pair): less the run's
+    median and, when ranks differ beyond noise, less each rank's own mean (a rank late at every
+    step stays one late rank, kept in its systematic offset; it is no draw)."""
+    st = table_of(run, "steps")
+    own = (st.col("dataloader") - st.col("caused_dataloader") + st.col("host")).astype(np.float64)
     ok = np.isfinite(own)
-    index = pd.MultiIndex.from_frame(st.loc[ok, ["rank", "step"]])
-    d, rank = own[ok], st["rank"].to_numpy(dtype=np.int64)[ok]
+    d, rank = own[ok], st.col("rank").astype(np.int64)[ok]
+    step = st.col("step")[ok]
     if len(d) == 0:
-        return pd.Series(d, index=index, dtype=np.float64)
+        return Table({"rank": rank, "step": step, "delay": d})
     mu, eps = split_systematic(d, rank)
     if np.any(mu):
         d = np.asarray(eps, dtype=np.float64)
-    out = pd.Series(d - float(np.median(d)), index=index)
-    return out[~out.index.duplicated()]
+    out = d - float(np.median(d))
+    first = _first_rows(rank, step)
+    return Table({"rank": rank[first], "step": step[first], "delay": out[first]})
 
 
 #: A host-delay spread below this reaching a collective is not drawn (it costs a convolution).
