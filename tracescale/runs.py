@@ -59,7 +59,8 @@ def select_steps(result: RankResult, steps: slice | None) -> RankResult:
     ops = table_of(result, "op_seconds")
     if len(ops):
         ops = ops[np.isin(ops.col("step"), keep_numbers)]
-    return replace_tables(result, steps=kept, collectives=coll, op_seconds=ops)
+    out: RankResult = replace_tables(result, steps=kept, collectives=coll, op_seconds=ops)
+    return out
 
 
 def _slice_text(steps: slice) -> str:

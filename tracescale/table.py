@@ -110,6 +110,10 @@ class Table:
     def __setitem__(self, name: str, values: Any) -> None:
         self._put(name, values, len(self) if self._cols else None)
 
+    def select(self, names: Iterable[str]) -> Table:
+        """The columns ``names``, in that order."""
+        return Table({k: self._cols[k] for k in names}, attrs=self.attrs)
+
     def col(self, name: str) -> np.ndarray[Any, Any]:
         """The column as a plain numpy array (no copy)."""
         return self._cols[name]

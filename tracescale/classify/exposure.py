@@ -70,10 +70,10 @@ def exposed(coll: Table, segs: Segments) -> Table:
     return coll
 
 
-def _isna(values: np.ndarray) -> np.ndarray:
+def _isna(values: np.ndarray) -> BOOL:
     """Missing values (NaN or None) of a column, as ``pandas.isna``."""
     if values.dtype.kind == "f":
-        return np.isnan(values)
+        return np.asarray(np.isnan(values), dtype=np.bool_)
     if values.dtype.kind == "O":
         return np.array([v is None or v != v for v in values.tolist()], dtype=np.bool_)
     return np.zeros(len(values), dtype=np.bool_)

@@ -270,14 +270,14 @@ def per_rank_frame(rows: Sequence[tuple[int, GpuTotals]]) -> Table:
     for rank, totals in rows:
         by_rank[rank] = by_rank[rank] + totals if rank in by_rank else totals
     ordered = sorted(by_rank.items())
-    totals = np.empty(len(ordered), dtype=object)
-    totals[:] = [t for _, t in ordered]
+    column = np.empty(len(ordered), dtype=object)
+    column[:] = [t for _, t in ordered]
     return Table(
         {
             "rank": np.array([r for r, _ in ordered], dtype=np.int64),
             "gpu_idle_pct": _percent([t.idle_pct for _, t in ordered]),
             "comm_comp_overlap_pct": _percent([t.overlap_pct for _, t in ordered]),
-            "totals": totals,
+            "totals": column,
         }
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -54,8 +55,12 @@ class RankResult:
     #: classify.result.STEP_COLUMNS (communication_wait filled by the run), plus
     #: gpu_metrics.GPU_STEP_COLUMNS on GPU ranks (dropped when the run is built). Every frame
     #: field is stored as a table.Table; reading the attribute builds the pandas frame.
-    steps: FrameField = FrameField(required=True)  # noqa: RUF009 (a descriptor)
-    collectives: FrameField = FrameField(required=True)  # noqa: RUF009 (a descriptor), start_ns/end_ns absolute
+    if TYPE_CHECKING:  # required fields to the type checker (it reads a descriptor as a default)
+        steps: Any
+        collectives: Any  # start_ns/end_ns absolute
+    else:
+        steps: FrameField = FrameField(required=True)
+        collectives: FrameField = FrameField(required=True)  # start_ns/end_ns absolute
     segments: Segments
     comm_by_type: dict[str, float]  # exposed seconds summed over steps, per collective type
     warnings: tuple[str, ...]

@@ -284,7 +284,7 @@ def run_op_table(
     out["category_s"] = whole
     share = np.where(whole > 0, out.col("seconds") / np.where(whole > 0, whole, 1.0), 0.0)
     out["share"] = np.clip(share, 0.0, 1.0)
-    return out[cols]
+    return out.select(cols)
 
 
 #: Columns of :func:`run_op_table` (``RunBreakdown.ops``).

@@ -237,7 +237,7 @@ def decode(blob: bytes, key: dict[str, Any]) -> RankResult:
         names = [f.name for f in dataclasses.fields(RankResult)]
         if sorted(names) != sorted([*frames, *plain]):
             raise EntryError("fields differ from this version's RankResult")
-        values = {n: frame_from_schema(frames[n], arrays) for n in frames}
+        values: dict[str, Any] = {n: frame_from_schema(frames[n], arrays) for n in frames}
         values.update({n: _restore(n, plain[n], arrays) for n in plain})
         return RankResult(**values)
     except EntryError:

@@ -81,4 +81,5 @@ def _left_join(left: Table, right: Table, columns: list[str]) -> Table:
 
 
 def _key_values(table: Table, name: str) -> list[Any]:
-    return text(table, name).tolist() if name == "pg" else table.col(name).tolist()
+    values: list[Any] = (text(table, name) if name == "pg" else table.col(name)).tolist()
+    return values
