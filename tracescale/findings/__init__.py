@@ -47,11 +47,15 @@ def _slowdown(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[f
     sc = d(study.get("scaling"))
     points = [p for p in lst(sc.get("points")) if isinstance(p, dict)]
     slow = [p for p in points if (num(p.get("speedup")) or 1.0) < 1.0]
-    constants = sum(
-        num(d(m.get("params")).get("a")) or 0.0
-        for c, m in d(sc.get("models")).items()
-        if isinstance(m, dict) and c != "communication"
-    )
+    sf = d(sc.get("serial_fraction"))
+    if sf.get("source") == "replay":  # the replayed step at infinite N: its serial time
+        constants = num(sf.get("t_inf_s")) or 0.0
+    else:
+        constants = sum(
+            num(d(m.get("params")).get("a")) or 0.0
+            for c, m in d(sc.get("models")).items()
+            if isinstance(m, dict) and c != "communication"
+        )
     if not slow and constants <= mean_step(runs[-1]):
         return []
     first, last = runs[0], runs[-1]
@@ -63,7 +67,7 @@ def _slowdown(study: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[f
         p = min(slow, key=lambda q: num(q.get("speedup")) or 0.0)
         text += f" (speedup {num(p.get('speedup')) or 0.0:.2f}x at {count(p.get('world_size'))})"
     else:
-        text += f" (the fitted constant parts, {secs(constants)}, exceed the measured step)"
+        text += f" (the part that does not shrink, {secs(constants)}, exceeds the measured step)"
     if cat is not None and growth[cat] > 0:
         text += (
             f". {label(cat)} grows the most: {secs(cat_time(first, cat))} at "

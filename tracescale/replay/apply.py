@@ -15,10 +15,10 @@ from tracescale.categories import CATEGORIES
 from tracescale.replay.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.engine.run import RunReplay
-from tracescale.replay.imbalance import wait_overheads
 from tracescale.replay.levers import lever_gains
 from tracescale.replay.links.mesh import mesh_dict
 from tracescale.replay.links.topology import INTER
+from tracescale.replay.overheads import replay_overheads
 from tracescale.replay.project import ReplayStudy, tier_warning
 from tracescale.replay.scenario import scenario_study, unreplayable
 from tracescale.replay.serial_parts import replayed_breakdown
@@ -28,6 +28,8 @@ from tracescale.replay.uncertainty.variability import delay_assumption
 #: Share of a projected step spent waiting for the slowest rank past which the projection is
 #: mostly a read of the delays' upper tail, and its error mostly that tail's sampling error.
 STRAGGLER_SHARE = 0.25
+#: How the closed form's warnings about its own per-category fits begin (``scaling.analyze``).
+CLOSED_FORM_FIT = "poor fit for "
 _HOST = re.compile(r"^([^._]+)")
 
 
@@ -256,9 +258,18 @@ def apply_replay(
     for entry in scaling.get("what_if", []):
         _replay_scenario(entry, study, base_n, mode)
     targets = [int(p["world_size"]) for p in scaling.get("projections", [])]
-    scaling.setdefault("overheads", []).extend(
-        wait_overheads(study, scaling.get("projections", []))
-    )
+    # the closed form's per-type ring terms and growth terms: a labelled cross-check only
+    scaling["closed_form_overheads"] = list(scaling.get("overheads", []))
+    measured = int(points[-1]["world_size"]) if points else None
+    scaling["overheads"] = replay_overheads(study, scaling.get("projections", []), measured)
+    scaling["overheads_source"] = "replay"
+    # the closed form's per-category fits and what they warned: a labelled cross-check only
+    # (``models`` stays, empty: the replay's laws are per node group, in ``replay.laws``)
+    scaling["closed_form_models"] = scaling.get("models", {})
+    scaling["models"] = {}
+    fit_notes = [w for w in scaling.get("warnings", []) if str(w).startswith(CLOSED_FORM_FIT)]
+    scaling["closed_form_warnings"] = fit_notes
+    scaling["warnings"] = [w for w in scaling.get("warnings", []) if w not in fit_notes]
     tw = tier_warning(study, targets)
     if tw:
         warnings.append(tw)

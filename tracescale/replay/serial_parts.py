@@ -19,6 +19,7 @@ categories of a step sum to its replayed window.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,28 @@ def step_categories(graph: Graph, rep: Replayed) -> F64:
     out = np.zeros((k, len(CATEGORIES)), dtype=np.float64)
     if k == 0 or len(graph) == 0:
         return out
+    seg = _segments(graph, rep)
+    np.add.at(out, (seg.step[seg.inside], seg.cat[seg.inside]), seg.length[seg.inside])
+    return out
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """The replayed timeline cut at every node's start and end, each piece with its category
+    by the attribution rules and the step window it lies in."""
+
+    points: I64
+    cat: I64
+    step: I64
+    inside: npt.NDArray[np.bool_]
+    length: F64
+    start: I64
+    end: I64
+    dev: npt.NDArray[np.bool_]
+    node_cat: I64
+
+
+def _segments(graph: Graph, rep: Replayed) -> _Segments:
     start, end = _ns(rep.start), _ns(rep.end)
     lo, hi = step_windows(graph, start, end)
     cat = graph.category if len(graph.category) == len(graph) else np.full(len(graph), -1)
@@ -97,7 +120,33 @@ def step_categories(graph: Graph, rep: Replayed) -> F64:
     idx = np.searchsorted(lo, seg_s, side="right") - 1
     inside = (idx >= 0) & (seg_s < hi[np.clip(idx, 0, None)])
     length = (seg_e - seg_s).astype(np.float64) / 1e9
-    np.add.at(out, (idx[inside], seg_cat[inside]), length[inside])
+    node_cat = np.asarray(cat, dtype=np.int64)
+    return _Segments(points, seg_cat, idx, inside, length, start, end, dev, node_cat)
+
+
+def step_comm_by_type(graph: Graph, rep: Replayed, kind: I64, kinds: int) -> F64:
+    """Seconds per step window (rows) and collective type (columns ``0..kinds-1``; ``kind``
+    per node, -1 for none) of the replayed communication the device exposes: the pieces the
+    attribution rules call communication because a communication kernel runs and no compute
+    or copy does, each shared equally by the types whose kernels cover it. What is left of
+    the category (host-side collectives) is the caller's remainder."""
+    k = len(graph.step_first)
+    out = np.zeros((k, max(kinds, 0)), dtype=np.float64)
+    if k == 0 or len(graph) == 0 or kinds <= 0:
+        return out
+    seg = _segments(graph, rep)
+    comm = seg.inside & (seg.cat == CAT["communication"])
+    if not comm.any():
+        return out
+    mine = seg.dev & (seg.node_cat == CAT["communication"]) & (kind >= 0)
+    covers = np.zeros((int(comm.sum()), kinds), dtype=np.float64)
+    for j in range(kinds):
+        m = mine & (kind == j)
+        if m.any():
+            covers[:, j] = coverage(seg.points, seg.start[m], seg.end[m])[comm]
+    count = covers.sum(axis=1)
+    share = np.divide(covers, count[:, None], out=np.zeros_like(covers), where=count[:, None] > 0)
+    np.add.at(out, seg.step[comm], share * seg.length[comm][:, None])
     return out
 
 
