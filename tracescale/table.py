@@ -260,9 +260,10 @@ class FrameField:
 
 
 def table_of(obj: object, name: str) -> Table:
-    """The :class:`Table` behind ``obj``'s frame field ``name``."""
-    table: Table = obj.__dict__["_table_" + name]
-    return table
+    """The :class:`Table` behind ``obj``'s frame field ``name`` (for an object that is no such
+    dataclass, a stand-in holding a frame, its attribute as a table)."""
+    held = getattr(obj, "__dict__", {}).get("_table_" + name)
+    return held if isinstance(held, Table) else as_table(getattr(obj, name))
 
 
 def replace_tables(obj: Any, **changes: Any) -> Any:
