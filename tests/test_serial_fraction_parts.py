@@ -172,7 +172,7 @@ def test_the_report_prints_the_replayed_parts_and_not_the_closed_form(
     sf = entry["scaling"]["serial_fraction"]
     text = RENDERED["launch_bound"]
     serial = text[text.index("Serial fraction (the part") :]
-    serial = serial[: serial.index("Per-category models")]
+    serial = serial[: serial.index("Overheads that grow with N")]
     for c in ("compute", "host", "dataloader", "sync"):
         assert f"{sf['by_category'][c] * 100:.1f}%" in serial, c
     assert "closed" not in serial.lower()
