@@ -12,18 +12,18 @@ from typing import Any
 import numpy as np
 
 from tracescale.categories import CATEGORIES
-from tracescale.replay.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.engine.run import RunReplay
-from tracescale.replay.levers import lever_gains
 from tracescale.replay.links.mesh import mesh_dict
 from tracescale.replay.links.topology import INTER
 from tracescale.replay.overheads import replay_overheads
 from tracescale.replay.project import ReplayStudy, tier_warning
-from tracescale.replay.scenario import scenario_study, unreplayable
 from tracescale.replay.serial_parts import replayed_breakdown
 from tracescale.replay.uncertainty.delays import DelayModel
 from tracescale.replay.uncertainty.variability import delay_assumption
+from tracescale.replay.whatif.cuda_graph_gain import graph_capture_gain
+from tracescale.replay.whatif.levers import lever_gains
+from tracescale.replay.whatif.scenario import scenario_study, unreplayable
 
 #: Share of a projected step spent waiting for the slowest rank past which the projection is
 #: mostly a read of the delays' upper tail, and its error mostly that tail's sampling error.
