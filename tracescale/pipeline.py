@@ -87,10 +87,11 @@ def _replay(
 ) -> list[str]:
     """replay_error per run, and projections through the replay of the largest run."""
     from tracescale.findings.levers import op_candidates
-    from tracescale.replay.apply import apply_replay, default_gpus_per_node
+    from tracescale.replay.apply import apply_replay
     from tracescale.replay.engine.run import replay_run, representative_rank
     from tracescale.replay.fit import fit_replay
     from tracescale.replay.links.mesh import meshes_into_runs
+    from tracescale.replay.links.tiers import default_gpus_per_node
     from tracescale.replay.whatif.levers import op_group
 
     rules = load_rules(opts.rules)

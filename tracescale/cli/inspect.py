@@ -256,8 +256,8 @@ def _mesh(
     pipeline's model chunks per rank from its ranks' readings (``cli.pipeline_chunks``)."""
     import pandas as pd
 
-    from tracescale.replay.apply import gpus_per_node_of
     from tracescale.replay.links.mesh import mesh_dict, run_meshes
+    from tracescale.replay.links.tiers import gpus_per_node_of
     from tracescale.replay.links.topology import group_roles
 
     frame = pd.DataFrame(groups, columns=["world_size", "pg", "group", "collective"])
