@@ -11,6 +11,7 @@ import numpy as np
 
 from tracescale.categories import CATEGORIES
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
+from tracescale.replay.laws.p2p import crossing_warning
 from tracescale.replay.links.mesh import mesh_dict
 from tracescale.replay.links.topology import INTER
 from tracescale.replay.overheads import replay_overheads
@@ -224,6 +225,10 @@ def apply_replay(
     tw = tier_warning(study, targets)
     if tw:
         warnings.append(tw)
+    cw = crossing_warning(study.base, study.mesh.at(study.base.world_size),
+                          study.comm.gpus_per_node, targets)  # fmt: skip
+    if cw:
+        warnings.append(cw)
     warnings.extend(study.mesh.warnings)
     sw = straggler_warning(scaling.get("projections", []), study.delays)
     if sw:
