@@ -67,7 +67,8 @@ def fit_p2p_law(
     (:func:`crossing_boundaries`): a stage-major layout (Megatron's: a stage's DP replicas on
     consecutive ranks) puts more boundaries across nodes as DP grows, each crossing slows
     every microbatch's hop, and a law through runs on different links reads that as growth
-    with N (a pipeline across 4-GPU nodes, measured at 4, 8, 16: projected 46-81% slow). The
+    with N (a pipeline across 4-GPU nodes, measured at 4, 8, 16: projected 46-81% slow). A run
+    whose hop is as fast as the largest run's stays (links as fast across nodes). The
     largest run's links are the targets' once every boundary crosses, or none does. Where it
     alone has them, its fill and drain (:func:`rebuilt_bubble`) is the law's ``a`` and the rest
     its per-microbatch part."""
@@ -77,13 +78,29 @@ def fit_p2p_law(
     top = with_p2p[-1]
     stages = pipeline_shape(mesh.at(top.world_size))[0] if mesh else 0
     state = crossing_boundaries(top, stages, gpus_per_node)
-    same = [r for r in with_p2p if crossing_boundaries(r, stages, gpus_per_node) == state]
+    hop = _hop(top)
+    same = [
+        r for r in with_p2p
+        if crossing_boundaries(r, stages, gpus_per_node) == state
+        or abs(_hop(r) - hop) <= SAME_HOP * hop  # links as fast across nodes as inside one
+    ]  # fmt: skip
     if len(same) == 1 and len(with_p2p) > 1 and state is not None and mesh is not None:
         law = one_link_law(top, mesh.at(top.world_size))
     else:
         use = same if len(same) >= 2 else with_p2p
         law = p2p_law([r.world_size for r in use], [p2p_time(r) for r in use])
     return interleaved_law(law, top, mesh.at(top.world_size)) if mesh else law
+
+
+#: Two runs' hops (one activation's transfer) within this share of each other are the same link.
+SAME_HOP = 0.25
+
+
+def _hop(run: RunReplay) -> float:
+    """One activation's transfer on ``run``'s representative stage (:func:`stage_reading`'s
+    ``x``; 0 where it cannot be read)."""
+    got = stage_reading(run)
+    return got[2] if got is not None else 0.0
 
 
 def crossing_boundaries(run: RunReplay, stages: int, gpus_per_node: int | None) -> int | None:
