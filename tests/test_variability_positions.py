@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tracescale.api import analyze
+from tracescale.replay.engine import run as engine_run
 from tracescale.replay.uncertainty import variability
 from tracescale.simulate import pattern_params
 from tracescale.simulate.pattern_run import write_run
@@ -37,7 +38,10 @@ def test_a_pipelines_data_parallel_allreduce_keeps_its_position(
         seen.append(got[0])
         return got
 
+    # The replay engine binds the function by name at import: patch it where it is called,
+    # or a test process that imported the engine before this test records nothing.
     monkeypatch.setattr(variability, "arrival_offsets", keep)
+    monkeypatch.setattr(engine_run, "arrival_offsets", keep)
     analyze(tmp_path, jobs=1, no_cache=True)
     checked = 0
     for c in seen:
