@@ -68,22 +68,37 @@ def kahan_sum(codes: I64, values: npt.ArrayLike, ngroups: int) -> tuple[F64, I64
     order, pos, counts = _order(codes, ngroups)
     total = np.zeros(ngroups)
     comp = np.zeros(ngroups)
-    gcode = codes[order]
-    gval = vals[order]
-    longest = int(counts.max()) if len(counts) else 0
+    rows, bounds = _by_position(pos)
+    gcode = codes[order][rows]
+    gval = vals[order][rows]
     with np.errstate(invalid="ignore"):
-        for p in range(longest):
-            at = pos == p
-            if int(np.count_nonzero(counts > p)) <= _FEW and p > 0:
-                _finish(total, comp, gcode[pos >= p], gval[pos >= p])
+        for p in range(len(bounds) - 1):
+            lo, hi = int(bounds[p]), int(bounds[p + 1])
+            if hi - lo <= _FEW and p > 0:
+                _finish(total, comp, gcode[lo:], gval[lo:])
                 break
-            g, v = gcode[at], gval[at]
+            g, v = gcode[lo:hi], gval[lo:hi]
             y = v - comp[g]
             t = total[g] + y
             c = (t - total[g]) - y
             comp[g] = np.where(np.isnan(c), 0.0, c)
             total[g] = t
     return total, counts
+
+
+def _by_position(pos: I64) -> tuple[I64, I64]:
+    """The rows of :func:`_order` regrouped position by position (each group's first row,
+    then each group's second, ...; groups in order within a position) and where each
+    position's rows begin: one slice per step of a vectorised update over groups.
+
+    Why: selecting a position's rows with ``pos == p`` scans every row once per position, so
+    one long group among many short ones made the update quadratic in the rows. The updates
+    themselves, and so the numbers, are unchanged: each group still sees its rows in order.
+    """
+    rows = np.argsort(pos, kind="stable")
+    per_position = np.bincount(pos) if len(pos) else np.zeros(0, dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(per_position)]).astype(np.int64)
+    return rows, bounds
 
 
 def _finish(total: F64, comp: F64, codes: I64, vals: F64) -> None:
@@ -125,10 +140,10 @@ def group_std(codes: I64, values: npt.ArrayLike, ngroups: int, ddof: int = 1) ->
     mean = np.zeros(ngroups)
     m2 = np.zeros(ngroups)
     seen = np.zeros(ngroups)
-    gcode, gval = codes[order], vals[order]
-    for p in range(int(counts.max()) if len(counts) else 0):
-        at = pos == p
-        g, v = gcode[at], gval[at]
+    rows, bounds = _by_position(pos)
+    gcode, gval = codes[order][rows], vals[order][rows]
+    for p in range(len(bounds) - 1):
+        g, v = gcode[bounds[p] : bounds[p + 1]], gval[bounds[p] : bounds[p + 1]]
         seen[g] += 1
         old = mean[g]
         delta = v - old

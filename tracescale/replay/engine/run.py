@@ -35,7 +35,8 @@ from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.laws.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.serial_parts import step_categories
-from tracescale.replay.uncertainty.variability import OffsetPool, arrival_offsets, own_delays
+from tracescale.replay.uncertainty import variability
+from tracescale.replay.uncertainty.variability import OffsetPool, own_delays
 from tracescale.replay.waits.backward_thread import backward_thread_edges
 from tracescale.replay.waits.et_edges import et_edges
 from tracescale.replay.waits.host_collectives import host_collective_edges
@@ -243,7 +244,9 @@ def replay_run(
         name = graph.groups[int(graph.group[node])]
         if name in group_time:  # the laws see the rank's work at a typical delay
             group_time[name] = max(group_time[name] - ex / nsteps, 0.0)
-    all_c, pools = arrival_offsets(run, rank)
+    # Looked up on the module at call time, so a wrapper put there (a test's spy) is seen
+    # whichever of the two modules was imported first.
+    all_c, pools = variability.arrival_offsets(run, rank)
     mine = all_c[all_c.col("rank") == rank] if len(all_c) else all_c
     coll = replay_collectives(as_table(graph.collectives), as_table(item.collectives), mine, graph)
     return RunReplay(
