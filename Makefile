@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ingest.py --large-gb 1
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_replay.py
+	$(BIN)/python benchmarks/bench_replay.py --pipeline
 	$(BIN)/python benchmarks/bench_shapes.py
 
 sample-traces:

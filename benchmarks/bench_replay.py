@@ -63,18 +63,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--project", default="128,512,1024", help="world sizes to project")
     ap.add_argument("--repeat", type=int, default=1, help="runs (the fastest total is kept)")
     ap.add_argument("--dir", help="reuse/keep the study here instead of a temp dir")
+    ap.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="a 4-stage pipeline with 32 microbatches per step, measured at 2, 4 and 8 "
+        "replicas (N = 8, 16, 32) and projected to 64, 128, 256, instead of the DDP study",
+    )
     args = ap.parse_args(argv)
+    if args.pipeline:
+        args.project = "64,128,256" if args.project == "128,512,1024" else args.project
     project = [int(x) for x in args.project.split(",")]
     if args.child:
         print(json.dumps(_child(args.child, project)))
         return 0
     tmp = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tracescale-replay-"))
+    sizes = [8, 16, 32] if args.pipeline else [args.small, args.ranks]
     try:
-        if not (tmp / f"ws{args.ranks}").is_dir():
-            from tracescale.simulate import make_params, simulate
+        if not (tmp / f"ws{sizes[-1]}").is_dir():
+            from tracescale.simulate import make_params, pattern_params, simulate
 
-            params = make_params({"layers": args.layers})
-            simulate([args.small, args.ranks], tmp, steps=args.steps, params=params)
+            if args.pipeline:
+                params = pattern_params("pp", {"pp_stages": 4, "microbatches": 32})
+                simulate(sizes, tmp, steps=args.steps, params=params, pattern="pp", truth_at=[])
+            else:
+                params = make_params({"layers": args.layers})
+                simulate(sizes, tmp, steps=args.steps, params=params)
         best: dict[str, float] | None = None
         for _ in range(max(args.repeat, 1)):
             cmd = [sys.executable, __file__, "--child", str(tmp), "--project", args.project]
@@ -89,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         rest = best["total"] - best["projection"]
         ratio = best["projection"] / rest if rest > 0 else float("inf")
         print(
-            f"cold analyze of {tmp.name} ({args.small}+{args.ranks} ranks, {args.steps} steps, "
+            f"cold analyze of {tmp.name} ({'+'.join(map(str, sizes))} ranks"
+            f"{', 4-stage pipeline, 32 microbatches' if args.pipeline else ''}, "
+            f"{args.steps} steps, "
             f"--project {args.project}): total {best['total']:.2f} s; map {best['map']:.2f} s, "
             f"closed-form scaling {best['scaling']:.2f} s, projection {best['projection']:.2f} s"
         )

@@ -11,10 +11,10 @@ import pytest
 
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay.apply import straggler_warning
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, SYNC, algo_of, build_graph
 from tracescale.replay.laws.nodes import fit_law
+from tracescale.replay.slowest_rank import straggler_warning
 from tracescale.replay.uncertainty.delays import DelayModel, GPTail, expected_max_sum, pool_delays
 from tracescale.replay.uncertainty.variability import expected_max
 

@@ -17,7 +17,7 @@ from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
 from tracescale.replay.graph.build import KIND_NAMES, build_graph
-from tracescale.replay.scenario import node_categories, unreplayable
+from tracescale.replay.whatif.scenario import node_categories, unreplayable
 
 
 def test_each_node_gets_the_category_classify_gives_its_time(tmp_path: Path) -> None:

@@ -38,9 +38,7 @@ def test_a_pipelines_data_parallel_allreduce_keeps_its_position(
         seen.append(got[0])
         return got
 
-    # The replay engine binds the function by name at import: patch it where it is called,
-    # or a test process that imported the engine before this test records nothing.
-    monkeypatch.setattr(variability, "arrival_offsets", keep)
+    # patched where it is called: ``engine.run`` holds its own name for it from its import
     monkeypatch.setattr(engine_run, "arrival_offsets", keep)
     analyze(tmp_path, jobs=1, no_cache=True)
     checked = 0

@@ -27,7 +27,7 @@ from tracescale.ingest.trace import RankTrace
 from tracescale.parallel.mapping import run_tasks
 from tracescale.parallel.tasks import RankTask, TaskError
 from tracescale.preflight import Prepared, fail_on_rejected, parse_steps, prepare, store_document
-from tracescale.replay.assumptions import assumed_laws
+from tracescale.replay.whatif.assumptions import assumed_laws
 from tracescale.runs import run_groups, run_to_dict, select_steps, step_rows
 from tracescale.scaling import analyze_scaling
 from tracescale.scaling.result import ScalingResult, synced_with
@@ -87,11 +87,12 @@ def _replay(
 ) -> list[str]:
     """replay_error per run, and projections through the replay of the largest run."""
     from tracescale.findings.levers import op_candidates
-    from tracescale.replay.apply import apply_replay, default_gpus_per_node
+    from tracescale.replay.apply import apply_replay
     from tracescale.replay.engine.run import replay_run, representative_rank
     from tracescale.replay.fit import fit_replay
-    from tracescale.replay.levers import op_group
     from tracescale.replay.links.mesh import meshes_into_runs
+    from tracescale.replay.links.tiers import default_gpus_per_node
+    from tracescale.replay.whatif.levers import op_group
 
     rules = load_rules(opts.rules)
     ops = [op_group(cat, str(e["name"])) for cat, e in op_candidates(run_dicts[-1])]

@@ -65,7 +65,7 @@ def parse_what_if(values: tuple[str, ...]) -> dict[str, float]:
 
 def parse_assume(values: tuple[str, ...]) -> dict[str, str]:
     """``sync=parallel``: a category's stated scaling (the law of a single run; on several
-    runs, a law edit of its nodes in the replay, ``tracescale.replay.assumptions``)."""
+    runs, a law edit of its nodes in the replay, ``tracescale.replay.whatif.assumptions``)."""
     out: dict[str, str] = {}
     for item in values:
         name, sep, kind = item.partition("=")

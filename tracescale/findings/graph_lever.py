@@ -37,7 +37,7 @@ _ADVICE = (
 
 def graph_gain(study: dict[str, Any], n: int) -> float | None:
     """What one CUDA graph launch per step buys at ``n``: the step replayed with its kernel
-    launches captured (``replay.cuda_graph_gain``); None without a replay at ``n``."""
+    launches captured (``replay.whatif.cuda_graph_gain``); None without a replay at ``n``."""
     graph = d(d(d(study.get("scaling")).get("replay")).get("cuda_graph"))
     for p in graph.get("points") or []:
         gain = num(p.get("speedup")) or 0.0

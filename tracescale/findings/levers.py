@@ -1,7 +1,7 @@
 """Levers: per category and per flagged op, how much faster steps get if it is fixed.
 
 A lever is evaluated where the user asked to scale to: the largest requested world size. Its
-gain is the replay's (``scaling.replay.levers``, :mod:`tracescale.replay.levers`): the step
+gain is the replay's (``scaling.replay.levers``, :mod:`tracescale.replay.whatif.levers`): the step
 replayed with the category's nodes removed (data loading, host, sync, reduction, copies; for
 communication its transfers), with every rank arriving as the typical one (variability), or
 with one CUDA graph launch per step (launch-bound host time), over the step replayed as is.
@@ -35,7 +35,7 @@ from tracescale.findings.common import (
     top_ops,
 )
 from tracescale.findings.graph_lever import graph_gain, graph_lever
-from tracescale.replay.levers import op_group
+from tracescale.replay.whatif.levers import op_group
 from tracescale.report.fmt import Unit, label, num, secs, unit_of
 from tracescale.report.names import short_name
 

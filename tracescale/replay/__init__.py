@@ -1,4 +1,4 @@
 """Replay stage: a rank's trace and its run's collectives in -> replayed and projected step
 times, serial fraction and what-ifs out (``graph`` + ``waits`` -> ``engine`` -> ``laws`` ->
-``uncertainty`` -> ``fit`` -> ``project`` -> ``apply``; ``scenario`` and ``cuda_graph_gain``
-replay edits)."""
+``uncertainty`` -> ``fit`` -> ``project`` -> ``apply``; ``whatif``
+edits the fitted study)."""

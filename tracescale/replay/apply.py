@@ -4,49 +4,27 @@ the closed form stays only as labelled cross-check fields."""
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tracescale.categories import CATEGORIES
-from tracescale.replay.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
-from tracescale.replay.engine.run import RunReplay
-from tracescale.replay.levers import lever_gains
+from tracescale.replay.laws.p2p import crossing_warning
 from tracescale.replay.links.mesh import mesh_dict
 from tracescale.replay.links.topology import INTER
 from tracescale.replay.overheads import replay_overheads
 from tracescale.replay.project import ReplayStudy, tier_warning
-from tracescale.replay.scenario import scenario_study, unreplayable
 from tracescale.replay.serial_parts import replayed_breakdown
-from tracescale.replay.uncertainty.delays import DelayModel
+from tracescale.replay.slowest_rank import straggler_warning
 from tracescale.replay.uncertainty.variability import delay_assumption
+from tracescale.replay.whatif.cuda_graph_gain import graph_capture_gain
+from tracescale.replay.whatif.levers import lever_gains
+from tracescale.replay.whatif.scenario import scenario_study, unreplayable
 
-#: Share of a projected step spent waiting for the slowest rank past which the projection is
-#: mostly a read of the delays' upper tail, and its error mostly that tail's sampling error.
-STRAGGLER_SHARE = 0.25
 #: How the closed form's warnings about its own per-category fits begin (``scaling.analyze``).
 CLOSED_FORM_FIT = "poor fit for "
-_HOST = re.compile(r"^([^._]+)")
-
-
-def default_gpus_per_node(runs: Sequence[RunReplay], paths: Sequence[str]) -> int | None:
-    """deviceProperties' length when it lists several GPUs, else ranks per host from the rank
-    files' names (``host_pid.*``), else None (no tier)."""
-    return gpus_per_node_of(max((r.devices for r in runs), default=0), paths)
-
-
-def gpus_per_node_of(devices: int, paths: Sequence[str]) -> int | None:
-    """:func:`default_gpus_per_node` from the longest deviceProperties and the rank files."""
-    if devices > 1:
-        return devices
-    hosts = {m.group(1) for p in paths if (m := _HOST.match(os.path.basename(p)))}
-    if len(hosts) > 1 and len(paths) % len(hosts) == 0:
-        return len(paths) // len(hosts)
-    return None
 
 
 def _speedup(t_base: float, t: float, base_n: int, n: int, mode: str) -> float:
@@ -114,32 +92,6 @@ def _update(
         # the replayed step's categories, at the projection's step time
         p["breakdown_s"] = {c: v * t / total if total > 0 else 0.0 for c, v in bd.items()}
     p["rank_to_rank_variability_s"] = pt.variability_s
-
-
-def straggler_warning(
-    projections: Sequence[dict[str, Any]], delays: DelayModel | None
-) -> str | None:
-    """A warning when, at the largest projected N, waiting for the slowest rank makes at least
-    ``STRAGGLER_SHARE`` of the step. ``E[slowest of N]`` of a heavy-tailed delay is read from
-    the few largest of the measured per-rank delays: from 150 Lomax draws (shape 0.45) the
-    slowest of 16 is read within -28%/+60% (10th/90th percentile) by the fitted tail and no
-    better by the unbiased order-statistic estimator, so the point may miss by more than the
-    rest of the model does, and only more draws (steps x ranks) narrow it."""
-    if delays is None:
-        return None
-    for p in sorted(projections, key=lambda q: -int(q["world_size"])):
-        t = float(p["step_time_s"])
-        wait = float(p.get("rank_to_rank_variability_s", 0.0))
-        if t <= 0 or wait < STRAGGLER_SHARE * t:
-            continue
-        return (
-            f"at N={int(p['world_size'])} waiting for the slowest rank is {wait * 1e3:.3g} ms "
-            f"of the {t * 1e3:.3g} ms projected step ({wait / t:.0%}), read from the upper "
-            f"tail of {len(delays.draws)} measured per-rank delays: its sampling error (within "
-            "the 90% interval) can exceed the rest of the model's; profile more steps (or "
-            "ranks) to narrow it"
-        )
-    return None
 
 
 def _replay_scenario(entry: dict[str, Any], study: ReplayStudy, base_n: int, mode: str) -> None:
@@ -273,6 +225,10 @@ def apply_replay(
     tw = tier_warning(study, targets)
     if tw:
         warnings.append(tw)
+    cw = crossing_warning(study.base, study.mesh.at(study.base.world_size),
+                          study.comm.gpus_per_node, targets)  # fmt: skip
+    if cw:
+        warnings.append(cw)
     warnings.extend(study.mesh.warnings)
     sw = straggler_warning(scaling.get("projections", []), study.delays)
     if sw:

@@ -96,6 +96,6 @@ def fit_replay(
         warnings=tuple(warnings),
         validation_error=validation,
         delays=delays,
-        p2p=fit_p2p_law(runs, mesh),
+        p2p=fit_p2p_law(runs, mesh, gpus_per_node),
         mesh=mesh,
     )

@@ -9,9 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from tracescale.report import fmt
-from tracescale.report.blocks import Block, Section, _d, _l, categories_of, runs_of
+from tracescale.report.blocks import (
+    Block,
+    Section,
+    _d,
+    _l,
+    categories_of,
+    generic_section,
+    runs_of,
+)
 from tracescale.report.bounds import karp_flatt_cell, optimum_note
 from tracescale.report.contributors import stragglers_section, top_ops_section
+from tracescale.report.projected import overheads_section, projections_section, what_if_section
 
 __all__ = ["Block", "Section", "categories_of", "document_blocks", "runs_of", "study_block"]
 
@@ -241,85 +250,6 @@ FORM_NOTE = (
 )
 
 
-def projection_rows(projections: list[Any]) -> list[list[str]]:
-    """Rows of N, step time, interval, speedup, efficiency for projection-shaped dicts."""
-    rows = []
-    for p in projections:
-        if isinstance(p, dict):
-            rows.append(
-                [
-                    str(p.get("world_size")),
-                    fmt.secs(p.get("step_time_s")),
-                    fmt.interval(p.get("ci90")),
-                    fmt.times(p.get("speedup")),
-                    fmt.pct(p.get("efficiency")),
-                ]
-            )
-    return rows
-
-
-PROJ_HEADERS = ["N", "Step time", "90% interval", "Speedup", "Efficiency"]
-
-
-def projections_section(study: dict[str, Any]) -> Section | None:
-    """Projected step time, its interval and speedup at target world sizes."""
-    sc = _d(study.get("scaling"))
-    projs = _l(sc.get("projections"))
-    if not projs:
-        return None
-    title = "Projections (assumed: one run)" if sc.get("assumed") else "Projections"
-    sec = Section("projections", title, list(PROJ_HEADERS), projection_rows(projs))
-    if sc.get("assumed"):
-        sec.note = "Assumed: a single run cannot be fitted; default per-category assumptions."
-    return sec
-
-
-def what_if_section(study: dict[str, Any]) -> Section | None:
-    """What-if scenarios: either projection-shaped entries with a label or {label, projections}."""
-    entries = [e for e in _l(_d(study.get("scaling")).get("what_if")) if isinstance(e, dict)]
-    if not entries:
-        return None
-    assumed = bool(_d(study.get("scaling")).get("assumed"))
-    title = "What if (assumed: one run)" if assumed else "What if"
-    sec = Section("what_if", title, ["Scenario", *PROJ_HEADERS], left_cols=2)
-    closed: list[str] = []
-    refused = [
-        f"{e.get('label') or e.get('scenario') or '?'} ({e.get('projections_source_reason')})"
-        for e in entries
-        if e.get("projections_source") == "refused"
-    ]
-    for e in entries:
-        name = str(e.get("label") or e.get("scenario") or "?")
-        projs = _l(e.get("projections")) if "projections" in e else [e]
-        sec.rows.extend([name, *row] for row in projection_rows(projs))
-        if e.get("projections_source") == "closed_form":
-            closed.append(f"{name} ({e.get('projections_source_reason', 'not replayed')})")
-    if any(e.get("projections_source") == "replay" for e in entries):
-        sec.note = "Replayed: the execution graph with the scenario's nodes rescaled."
-    if closed:
-        sec.note = " ".join(
-            [sec.note or "", "Per-category closed form for: " + "; ".join(closed) + "."]
-        ).strip()
-    if refused:
-        sec.note = " ".join([sec.note or "", "Not projected: " + "; ".join(refused) + "."]).strip()
-    return sec
-
-
-def generic_section(key: str, title: str, value: Any) -> Section | None:
-    """Keys added after this version: a list of dicts becomes a table, a dict key/value rows."""
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        headers: list[str] = []
-        for v in value:
-            headers += [k for k in v if k not in headers]
-        rows = [[fmt.cell(v.get(h)) for h in headers] for v in value]
-        return Section(key, title, headers, rows)
-    if isinstance(value, dict) and value:
-        return Section(key, title, ["", ""], [[str(k), fmt.cell(v)] for k, v in value.items()])
-    if isinstance(value, list) and value:
-        return Section(key, title, items=[fmt.cell(v) for v in value])
-    return None
-
-
 def step_stats_section(study: dict[str, Any]) -> Section | None:
     """Step statistics: the scaling stage's list (CV, slowest rank) or free-form per-run dicts."""
     stats = [s for s in _l(_d(study.get("scaling")).get("step_stats")) if isinstance(s, dict)]
@@ -343,35 +273,6 @@ def step_stats_section(study: dict[str, Any]) -> Section | None:
         if isinstance(st, dict):
             rows.append({"N": r.get("world_size"), **st})
     return generic_section("step_stats", "Step statistics", rows)
-
-
-def overheads_section(study: dict[str, Any]) -> Section | None:
-    """Overhead terms o_c(N) as one row per source and one column per N (not one line each).
-
-    Entries with ``world_size``, ``source`` and ``seconds`` become that table, so a term that
-    is the same at every N reads once across a row; other shapes fall back to their text.
-    """
-    value = _d(study.get("scaling")).get("overheads")
-    entries = [e for e in _l(value) if isinstance(e, dict)]
-    title = "Overheads that grow with N (seconds per step each adds)"
-    if entries and all(
-        fmt.num(e.get("world_size")) is not None and e.get("source") is not None for e in entries
-    ):
-        sizes = sorted({int(fmt.num(e["world_size"]) or 0) for e in entries})
-        sources: list[str] = []
-        for e in entries:
-            if str(e["source"]) not in sources:
-                sources.append(str(e["source"]))
-        by = {(str(e["source"]), int(fmt.num(e["world_size"]) or 0)): e for e in entries}
-        sec = Section("overheads", title, ["Source", *[f"N={n}" for n in sizes]])
-        for src in sources:
-            cells = [fmt.secs(_d(by.get((src, n))).get("seconds")) for n in sizes]
-            name = fmt.label(src)
-            sec.rows.append([name[:1].upper() + name[1:], *cells])
-        return sec
-    if entries and all(e.get("text") for e in entries):
-        return Section("overheads", title, items=[str(e["text"]) for e in entries])
-    return generic_section("overheads", title, value)
 
 
 def study_block(study: dict[str, Any], index: int = 0, total: int = 1) -> Block:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.ingest.groups import key_members
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.graph.build import DEV
 from tracescale.replay.laws.interleave import chunk_passes, chunk_reading, peer_counts, with_starved
@@ -56,14 +57,116 @@ def p2p_time(run: RunReplay) -> float:
     return float(g.dur[nodes[ok]].sum()) / 1e9 / max(int(kept.sum()), 1)
 
 
-def fit_p2p_law(runs: Sequence[RunReplay], mesh: Mesh | None = None) -> Law | None:
+def fit_p2p_law(
+    runs: Sequence[RunReplay], mesh: Mesh | None = None, gpus_per_node: int | None = None
+) -> Law | None:
     """The p2p nodes' law across the runs (:func:`p2p_law`; None where no run has any), with an
-    interleaved ``mesh``'s starved passes (:func:`interleaved_law`, read on the largest run)."""
-    pts = [(r.world_size, p2p_time(r)) for r in runs if p2p_rows(r.coll).any()]
-    if not pts:
+    interleaved ``mesh``'s starved passes (:func:`interleaved_law`, read on the largest run).
+
+    Only the runs whose stage boundaries cross nodes as the largest run's do are fitted
+    (:func:`crossing_boundaries`): a stage-major layout (Megatron's: a stage's DP replicas on
+    consecutive ranks) puts more boundaries across nodes as DP grows, each crossing slows
+    every microbatch's hop, and a law through runs on different links reads that as growth
+    with N (a pipeline across 4-GPU nodes, measured at 4, 8, 16: projected 46-81% slow). A run
+    whose hop is as fast as the largest run's stays (links as fast across nodes). The
+    largest run's links are the targets' once every boundary crosses, or none does. Where it
+    alone has them, its fill and drain (:func:`rebuilt_bubble`) is the law's ``a`` and the rest
+    its per-microbatch part."""
+    with_p2p = [r for r in runs if p2p_rows(r.coll).any()]
+    if not with_p2p:
         return None
-    law = p2p_law([n for n, _ in pts], [t for _, t in pts])
-    return interleaved_law(law, runs[-1], mesh.at(runs[-1].world_size)) if mesh else law
+    top = with_p2p[-1]
+    stages = pipeline_shape(mesh.at(top.world_size))[0] if mesh else 0
+    state = crossing_boundaries(top, stages, gpus_per_node)
+    hop = _hop(top)
+    same = [
+        r for r in with_p2p
+        if crossing_boundaries(r, stages, gpus_per_node) == state
+        or abs(_hop(r) - hop) <= SAME_HOP * hop  # links as fast across nodes as inside one
+    ]  # fmt: skip
+    if len(same) == 1 and len(with_p2p) > 1 and state is not None and mesh is not None:
+        law = one_link_law(top, mesh.at(top.world_size))
+    else:
+        use = same if len(same) >= 2 else with_p2p
+        law = p2p_law([r.world_size for r in use], [p2p_time(r) for r in use])
+    return interleaved_law(law, top, mesh.at(top.world_size)) if mesh else law
+
+
+#: Two runs' hops (one activation's transfer) within this share of each other are the same link.
+SAME_HOP = 0.25
+
+
+def _hop(run: RunReplay) -> float:
+    """One activation's transfer on ``run``'s representative stage (:func:`stage_reading`'s
+    ``x``; 0 where it cannot be read)."""
+    got = stage_reading(run)
+    return got[2] if got is not None else 0.0
+
+
+def crossing_boundaries(run: RunReplay, stages: int, gpus_per_node: int | None) -> int | None:
+    """How many of replica 0's ``stages - 1`` stage boundaries join ranks on different nodes,
+    from the stride between the representative rank's send/recv peers (the ranks in their
+    group keys); None where the node size, the stage count or the members are unknown."""
+    if not gpus_per_node or stages < 2 or "pg" not in run.coll:
+        return None
+    keys = set(run.coll["pg"].astype(str)[p2p_rows(run.coll)].tolist())
+    strides = []
+    for key in keys:
+        members = key_members(key)
+        if members is None or len(members) != 2:
+            return None
+        strides.append(abs(members[1] - members[0]))
+    stride = min((s for s in strides if s > 0), default=0)
+    if not stride:
+        return None
+    return sum((s * stride) // gpus_per_node != ((s + 1) * stride) // gpus_per_node
+               for s in range(stages - 1))  # fmt: skip
+
+
+def crossing_warning(
+    run: RunReplay, mesh: Sequence[MeshDim], gpus_per_node: int | None, targets: Sequence[int]
+) -> str | None:
+    """A sentence naming the targets whose stage boundaries cross nodes more than the largest
+    run's do (a stage-major layout: the peers' stride is the DP size and grows with N), where
+    the hops keep the largest run's pace: the projection there is optimistic."""
+    stages = pipeline_shape(mesh)[0]
+    now = crossing_boundaries(run, stages, gpus_per_node)
+    if now is None or not gpus_per_node or now == stages - 1:
+        return None
+    keys = set(run.coll["pg"].astype(str)[p2p_rows(run.coll)].tolist())
+    stride = min(abs(m[1] - m[0]) for m in map(key_members, keys) if m and len(m) == 2)
+    if stride * stages != run.world_size:  # replica-major: the boundaries stay where they are
+        return None
+    more = [
+        n for n in targets
+        if sum((s * stride * n // run.world_size) // gpus_per_node
+               != ((s + 1) * stride * n // run.world_size) // gpus_per_node
+               for s in range(stages - 1)) > now
+    ]  # fmt: skip
+    if not more:
+        return None
+    return (
+        f"projections at N={more} put more pipeline stage boundaries across nodes "
+        f"({gpus_per_node} GPUs per node) than any measured run ({now} of {stages - 1}): "
+        "the stages' hops keep the largest run's pace there, so those projections are "
+        "optimistic (measure a run where every boundary crosses nodes)"
+    )
+
+
+def one_link_law(run: RunReplay, mesh: Sequence[MeshDim]) -> Law:
+    """``a + b/N`` through ``run``'s p2p time alone, ``a`` its rebuilt fill and drain (at most
+    the measured time); the runner-up, for the model-form spread, twice that fill (the fill
+    read on one stage, stages assumed balanced). None readable: ``b/N`` alone, the runner-up
+    the constant."""
+    stages, virtual = pipeline_shape(mesh)
+    now = p2p_time(run)
+    fill = rebuilt_bubble(run, stages, virtual) if stages else None
+    n = float(run.world_size)
+    if fill is None:
+        return Law("b/N", (now * n,), "a", (now,), 0.0)
+    a = min(max(fill, 0.0), now)
+    wide = min(2 * a, now)
+    return Law("a+b/N", (a, (now - a) * n), "a+b/N", (wide, (now - wide) * n), 0.0)
 
 
 def p2p_law(sizes: Sequence[float], values: Sequence[float]) -> Law:

@@ -1,9 +1,12 @@
 """Checks on a study's links: whether the largest run needs a tier the smaller ones lack (a
 validation miss there says nothing about the laws), and the warning naming what a target's
-unmeasured tier assumed."""
+unmeasured tier assumed; and how many GPUs a node holds when the user does not say (the tiers
+need it), from the traces' device lists or the rank files' host names."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -15,6 +18,8 @@ from tracescale.replay.links.topology import INTER, measured_tier
 
 if TYPE_CHECKING:
     from tracescale.replay.project import ReplayStudy
+
+_HOST = re.compile(r"^([^._]+)")
 
 
 def same_tiers(runs: Sequence[RunReplay], gpus_per_node: int | None) -> bool:
@@ -69,3 +74,19 @@ def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
         f"projections at N={need} cross nodes ({c.gpus_per_node} GPUs per node) but no "
         f"inter-node collective was measured: assumed {how}"
     )
+
+
+def default_gpus_per_node(runs: Sequence[RunReplay], paths: Sequence[str]) -> int | None:
+    """deviceProperties' length when it lists several GPUs, else ranks per host from the rank
+    files' names (``host_pid.*``), else None (no tier)."""
+    return gpus_per_node_of(max((r.devices for r in runs), default=0), paths)
+
+
+def gpus_per_node_of(devices: int, paths: Sequence[str]) -> int | None:
+    """:func:`default_gpus_per_node` from the longest deviceProperties and the rank files."""
+    if devices > 1:
+        return devices
+    hosts = {m.group(1) for p in paths if (m := _HOST.match(os.path.basename(p)))}
+    if len(hosts) > 1 and len(paths) % len(hosts) == 0:
+        return len(paths) // len(hosts)
+    return None

@@ -5,7 +5,7 @@ Why: the laws are measured, but a user who knows better (the optimizer will be s
 loss's ``.item()`` will move out of the loop, the loader runs on one rank only) states how a
 category's work scales, and wants the projection and the serial fraction of that job, from
 the same replay as every other number, not from a second model. The edit is a law edit on
-the category's nodes (host gaps and kernels, :func:`tracescale.replay.scenario.node_categories`,
+the category's nodes (host gaps and kernels, :func:`.scenario.node_categories`,
 so host time after a sync returns is sync as classify says), each node moved into a law group
 of its own kind (``assumed:<group>``) so the group's other nodes keep the fitted law:
 
@@ -31,7 +31,7 @@ from tracescale.categories import CATEGORIES
 from tracescale.replay.graph.build import DEV, GAP
 from tracescale.replay.laws.nodes import CONSTANT, Law, parallel_law
 from tracescale.replay.project import ReplayStudy
-from tracescale.replay.scenario import node_categories
+from tracescale.replay.whatif.scenario import node_categories
 
 #: Categories with no node a law drives: their statements are reported as not applied.
 NOT_APPLICABLE = {

@@ -5,7 +5,7 @@ longest chain through threads, streams and waits. Removing data loading also rem
 waits of the other ranks for the rank whose loader stalled (attributed to sync or
 communication); hiding a collective behind compute buys nothing where the compute stream
 waits for it anyway; a host gap that overlaps device work costs nothing. Each lever is the
-same graph edit a ``--what-if`` makes (:func:`tracescale.replay.scenario.scenario_study`),
+same graph edit a ``--what-if`` makes (:func:`tracescale.replay.whatif.scenario.scenario_study`),
 replayed at each N, so a finding's gain and a what-if's projection are one model's answer.
 
 Levers:
@@ -35,7 +35,7 @@ communication lever speaks for them.
 
 The gain is the ratio of the two replays' mean steps (same durations, same waits otherwise),
 applied to the projection's own step, as for the CUDA-graph lever
-(:mod:`tracescale.replay.cuda_graph_gain`).
+(:mod:`tracescale.replay.whatif.cuda_graph_gain`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from tracescale.replay.graph.build import DEV
 from tracescale.replay.laws.nodes import CONSTANT, parallel_law
 from tracescale.replay.laws.p2p import p2p_rows
 from tracescale.replay.project import ReplayStudy
-from tracescale.replay.scenario import scenario_study
+from tracescale.replay.whatif.scenario import scenario_study
 
 #: Categories whose removal is a lever (compute is parallelized, not removed; idle has no node).
 LEVER_CATEGORIES = ("dataloader", "host", "sync", "reduction", "memcpy", "communication")
