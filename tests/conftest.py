@@ -1,9 +1,15 @@
-"""Shared test helpers."""
+"""Shared test helpers.
+
+Tests that simulate a study to analyze it pass ``compresslevel=1``: the rank files decode to the
+same events at any gzip level, and the default level 6 only spends time (about a sixth of a
+large simulation) on compression no test reads.
+"""
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -33,6 +39,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     for var in ("COLUMNS", "LINES"):
         os.environ.pop(var, None)
+    # Keep compiled modules between runs, whatever PYTHONDONTWRITEBYTECODE says: without them
+    # every xdist worker rewrites the asserts of all test modules again (about 6 s of CPU each)
+    # and every subprocess a test starts compiles the tracescale modules it imports. The
+    # __pycache__ folders are git-ignored; only the test run writes them.
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 #: Modules whose parametrized cases are independent of each other but share an expensive

@@ -33,7 +33,7 @@ CASES = {
 
 def _study(tmp_path: Path, mode: str, seed: int, sets: dict[str, float]):
     params = make_params(sets)
-    simulate([1, 2, 4, 8], tmp_path, mode=mode, seed=seed, params=params)
+    simulate([1, 2, 4, 8], tmp_path, mode=mode, seed=seed, params=params, compresslevel=1)
     truth = json.loads((tmp_path / "truth.json").read_text())
     study = analyze(str(tmp_path), jobs=1, project=[32], mode="auto", no_cache=True)
     return params, truth, study

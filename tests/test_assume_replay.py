@@ -21,7 +21,7 @@ TARGETS = [1, 2, 4, 8, 16]
 def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimParams, Path]:
     p = replace(SimParams(), layers=4, jitter=0.0, sync_stall=0.006, dl_serial=0.004)
     out = tmp_path_factory.mktemp("assume")
-    simulate(SIZES, out, steps=5, params=p)
+    simulate(SIZES, out, steps=5, params=p, compresslevel=1)
     return p, out
 
 

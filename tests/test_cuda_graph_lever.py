@@ -26,7 +26,7 @@ LAUNCH_BOUND = {
 def _truth_steps(tmp: Path, pattern: str, sets: dict[str, float | int]) -> dict[str, float]:
     truth = simulate(
         SIZES, tmp, pattern=pattern, seed=0, truth_at=TARGETS,
-        params=pattern_params(pattern, sets),
+        params=pattern_params(pattern, sets), compresslevel=1,
     )  # fmt: skip
     return {k: float(v) for k, v in truth["model"]["step_time"].items()}
 

@@ -43,7 +43,7 @@ def _graph_of(path: Path) -> Graph:
 def _study(tmp_path: Path, pattern: str, seed: int, sets: dict[str, float | int]) -> dict:  # type: ignore[type-arg]
     return simulate(
         SIZES, tmp_path, pattern=pattern, seed=seed, truth_at=TARGETS,
-        params=pattern_params(pattern, sets),
+        params=pattern_params(pattern, sets), compresslevel=1,
     )  # fmt: skip
 
 

@@ -104,7 +104,7 @@ def launch_bound(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     params = make_params(
         {"fwd_time": 0.004, "bwd_time": 0.008, "layers": 40, "launch_overhead": 1e-4}
     )
-    simulate([1, 2, 4], root, steps=2, seed=0, params=params)
+    simulate([1, 2, 4], root, steps=2, seed=0, params=params, compresslevel=1)
     return tracescale.analyze(str(root), jobs=1).studies[0]
 
 
@@ -131,7 +131,7 @@ def test_straggler_always_has_a_slot() -> None:
 
 def test_simulated_straggler_is_named(tmp_path: Path) -> None:
     params = make_params({"layers": 3, "zero_grad_kernels": 4, "straggler_rank": 3})
-    simulate([2, 4], tmp_path, steps=3, seed=0, params=params)
+    simulate([2, 4], tmp_path, steps=3, seed=0, params=params, compresslevel=1)
     study = tracescale.analyze(str(tmp_path), jobs=1).studies[0]
     run4 = study["runs"][-1]
     assert [s["rank"] for s in run4["stragglers"]] == [3]

@@ -20,7 +20,9 @@ from tracescale.simulate import pattern_params, simulate
 def heavy_tail(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any]:
     where = tmp_path_factory.mktemp("late_rank")
     params = pattern_params("heavy_tail", {"layers": 4})
-    truth = simulate([1, 2, 4, 8], where, pattern="heavy_tail", params=params, seed=2)
+    truth = simulate(
+        [1, 2, 4, 8], where, pattern="heavy_tail", params=params, seed=2, compresslevel=1
+    )
     entry = analyze(str(where), jobs=1, no_cache=True, project=[2, 4, 8]).studies[0]
     return truth, entry
 

@@ -31,7 +31,13 @@ def test_pattern_projection_within_tolerance_and_interval(tmp_path: Path, patter
     top = max(sizes)
     targets = [2 * top, 4 * top, 8 * top]
     truth = simulate(
-        sizes, tmp_path, pattern=pattern, seed=0, truth_at=targets, params=pattern_params(pattern)
+        sizes,
+        tmp_path,
+        pattern=pattern,
+        seed=0,
+        truth_at=targets,
+        params=pattern_params(pattern),
+        compresslevel=1,
     )
     entry = analyze(str(tmp_path), jobs=1, no_cache=True, project=targets).studies[0]
     for run in entry["runs"]:

@@ -26,7 +26,15 @@ TARGETS = [32, 64]
 def zero2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     where = tmp_path_factory.mktemp("zero2_multinode")
     params = pattern_params("zero2,multinode", {"layers": 2, "model_bytes": 5e7})
-    simulate([4, 8, 16], where, pattern="zero2,multinode", steps=3, params=params, seed=3)
+    simulate(
+        [4, 8, 16],
+        where,
+        pattern="zero2,multinode",
+        steps=3,
+        params=params,
+        seed=3,
+        compresslevel=1,
+    )
     entry = analyze(where, jobs=1, no_cache=True, project=TARGETS).studies[0]
     return where, entry
 

@@ -28,7 +28,7 @@ def _levers(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
 def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimParams, dict[str, Any]]:
     p = replace(SimParams(), layers=4, jitter=0.0)
     out = tmp_path_factory.mktemp("levers")
-    simulate(SIZES, out, steps=5, params=p)
+    simulate(SIZES, out, steps=5, params=p, compresslevel=1)
     return p, analyze(out, project=TARGETS, jobs=1, no_cache=True).to_dict()
 
 
@@ -70,7 +70,7 @@ def test_a_straggler_at_the_median_speed_matches_the_simulator_without_it(
     tmp_path: Path,
 ) -> None:
     p = replace(SimParams(), layers=4, jitter=0.0, straggler_rank=1, straggler_factor=1.4)
-    simulate([2, 4], tmp_path, steps=5, params=p)
+    simulate([2, 4], tmp_path, steps=5, params=p, compresslevel=1)
     doc = analyze(tmp_path, project=[4, 8], jobs=1, no_cache=True).to_dict()
     even = replace(p, straggler_rank=-1)
     levers = _levers(doc)
@@ -94,7 +94,7 @@ def test_compute_made_parallel_matches_the_simulator_with_a_sharded_optimizer(
     does not shrink. The lever replays it as ``(a + b)/N``; the truth is the simulator with those
     kernels' time divided by N (as a sharded optimizer would make it)."""
     p = replace(SimParams(), layers=4, jitter=0.0, opt_time=opt_time)
-    simulate(SIZES, tmp_path, steps=5, params=p)
+    simulate(SIZES, tmp_path, steps=5, params=p, compresslevel=1)
     doc = analyze(tmp_path, project=TARGETS, jobs=1, no_cache=True).to_dict()
     levers = _levers(doc)
     for n in TARGETS[1:]:
@@ -115,7 +115,7 @@ def test_an_op_that_does_not_shrink_is_replayed_without_it(tmp_path: Path) -> No
     """The optimizer's kernels (replicated under DDP) are the flagged top op: its finding's gain
     is the replay without those kernels, which the simulator without an optimizer confirms."""
     p = replace(SimParams(), layers=4, jitter=0.0, opt_time=0.02)
-    simulate(SIZES, tmp_path, steps=5, params=p)
+    simulate(SIZES, tmp_path, steps=5, params=p, compresslevel=1)
     doc = analyze(tmp_path, project=TARGETS, jobs=1, no_cache=True).to_dict()
     study = doc["studies"][0]
     (op,) = [f for f in study["findings"] if f["kind"] == "op"]

@@ -96,7 +96,13 @@ class Results:
             pattern, over, sizes = SIM_CASES[name]
             params = SimParams(**over) if pattern == "ddp" else pattern_params(pattern, over)  # type: ignore[arg-type]
             self.truths[name] = simulate(
-                list(sizes), self.root / name, pattern=pattern, params=params, steps=4, seed=1
+                list(sizes),
+                self.root / name,
+                pattern=pattern,
+                params=params,
+                steps=4,
+                seed=1,
+                compresslevel=1,
             )
         return self.truths[name]
 
@@ -194,7 +200,13 @@ def test_heavy_tailed_delays_keep_their_mean_as_serial(tmp_path: Path, name: str
     over, seed = HEAVY_TAIL_CASES[name]
     params = pattern_params("heavy_tail", over)
     truth = simulate(
-        [1, 2, 4, 8], tmp_path, pattern="heavy_tail", params=params, steps=20, seed=seed
+        [1, 2, 4, 8],
+        tmp_path,
+        pattern="heavy_tail",
+        params=params,
+        steps=20,
+        seed=seed,
+        compresslevel=1,
     )
     entry = analyze(tmp_path, jobs=1, no_cache=True).studies[0]
     got, want = _parts(entry), truth["serial_by_category"]

@@ -29,7 +29,12 @@ CASES = {
 def test_parts_within_two_points_and_the_truth_adds_up(tmp_path: Path, name: str) -> None:
     pattern, over, sizes = CASES[name]
     truth = simulate(
-        sizes, tmp_path, pattern=pattern, params=pattern_params(pattern, over), steps=3
+        sizes,
+        tmp_path,
+        pattern=pattern,
+        params=pattern_params(pattern, over),
+        steps=3,
+        compresslevel=1,
     )
     want = truth["serial_by_category"]
     assert sum(want.values()) == pytest.approx(truth["serial_fraction"], abs=0.005)

@@ -35,7 +35,7 @@ def analyzed(
     root: Path = tmp_path_factory.mktemp(pattern.replace(",", "+"))
     truth = simulate(sizes, root, pattern=pattern, steps=4 if "accum_steps" in sets else 3,
                      seed=7, params=pattern_params(pattern, sets),
-                     truth_at=[2 * top, 4 * top, 8 * top])  # fmt: skip
+                     truth_at=[2 * top, 4 * top, 8 * top], compresslevel=1)  # fmt: skip
     entry = analyze(root, jobs=1, no_cache=True, project=[2 * top, 4 * top, 8 * top])
     return pattern, truth, entry.studies[0]
 

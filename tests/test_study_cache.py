@@ -30,7 +30,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three runs (7 rank files) of a small model: the cache's behaviour, not the numbers, is
     what these tests read, and every cold analyze pays for the study's size."""
     out = tmp_path_factory.mktemp("src")
-    simulate([1, 2, 4], out, steps=3, params=make_params({"layers": 2}))
+    simulate([1, 2, 4], out, steps=3, params=make_params({"layers": 2}), compresslevel=1)
     return out
 
 

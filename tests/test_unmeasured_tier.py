@@ -63,7 +63,15 @@ def test_measured_or_supplied_inter_tier_has_no_plausible_range() -> None:
 
 def _simulate(tmp_path: Path, overrides: dict[str, float | int]) -> tuple[dict[str, float], Path]:
     params = pattern_params("multinode", overrides)
-    truth = simulate(SIZES, tmp_path, pattern="multinode", seed=0, truth_at=TARGETS, params=params)
+    truth = simulate(
+        SIZES,
+        tmp_path,
+        pattern="multinode",
+        seed=0,
+        truth_at=TARGETS,
+        params=params,
+        compresslevel=1,
+    )
     return truth["speedup"], tmp_path
 
 

@@ -15,7 +15,7 @@ from tracescale.simulate import SimParams, simulate, true_step_time
 
 def test_a_free_loader_and_free_syncs_match_the_simulator_without_them(tmp_path: Path) -> None:
     p = replace(SimParams(), layers=4, jitter=0.0)
-    simulate([1, 2, 4], tmp_path, steps=5, params=p)
+    simulate([1, 2, 4], tmp_path, steps=5, params=p, compresslevel=1)
     what_if = {"dataloader": 0.0, "sync": 0.0}
     doc = analyze(tmp_path, project=[1, 2, 4], what_if=what_if, jobs=1, no_cache=True)
     entries = {e["scenario"]: e for e in doc.to_dict()["studies"][0]["scaling"]["what_if"]}
