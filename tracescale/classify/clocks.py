@@ -31,11 +31,19 @@ def clock_offsets(
     ends = (raw - raw.min()).astype(np.float64) if len(raw) else raw.astype(np.float64)
     codes, uniq = group_codes(*(coll.col(k) for k in key))
     ngroups = len(uniq[0]) if uniq else 0
+    # each row's rank as an index into one offset per rank (a chain of small groups, as a
+    # pipeline's stages, takes many rounds, and a lookup per row and round was the cost)
+    rank_ids, rank_index = np.unique(ranks, return_inverse=True)
+    by_rank = np.full(len(rank_ids), np.nan)
     while True:
-        known = np.isin(ranks, np.array(list(offsets), dtype=np.int64))
+        for r, v in offsets.items():
+            at = np.searchsorted(rank_ids, r)
+            if at < len(rank_ids) and rank_ids[at] == r:
+                by_rank[at] = v
+        shift = by_rank[rank_index]
+        known = ~np.isnan(shift)
         if known.all():
             return offsets
-        shift = np.array([offsets.get(int(r), np.nan) for r in ranks.tolist()])
         aligned = group_median(np.where(known, codes, -1), ends - shift, ngroups)
         rest = ~known & (codes >= 0)
         ref = np.full(len(ranks), np.nan)
@@ -43,9 +51,9 @@ def clock_offsets(
         rest &= ~np.isnan(ref)
         if not rest.any():
             return offsets
-        rank_codes, (rank_ids,) = group_codes(ranks[rest])
-        new = group_median(rank_codes, ends[rest] - ref[rest], len(rank_ids))
-        offsets.update({int(r): float(v) for r, v in zip(rank_ids.tolist(), new, strict=True)})
+        rank_codes, (found,) = group_codes(ranks[rest])
+        new = group_median(rank_codes, ends[rest] - ref[rest], len(found))
+        offsets.update({int(r): float(v) for r, v in zip(found.tolist(), new, strict=True)})
 
 
 def alignment_scatter(
