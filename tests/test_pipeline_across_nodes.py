@@ -10,13 +10,14 @@ from tracescale.api import analyze
 from tracescale.simulate import pattern_params, simulate
 
 #: 4 stages on 4-GPU nodes at DP = 1, 2, 4: no boundary crosses nodes at N=4, one at 8, all
-#: three from 16 on; 64 microbatches of 64 MB activations make the hops most of the step.
-PARAMS = {"act_bytes": 64e6, "gpus_per_node": 4, "pp_stages": 4, "microbatches": 64, "layers": 2}
+#: three from 16 on; 32 microbatches of 64 MB activations make the hops most of the step.
+PARAMS = {"act_bytes": 64e6, "gpus_per_node": 4, "pp_stages": 4, "microbatches": 32, "layers": 2}
 
 
 def test_projection_follows_the_largest_runs_links(tmp_path: Path) -> None:
-    """Fitted through all three runs, the hops' slow-down read as growth with N: 40-70% slow at
-    2x-4x; on the largest run's links alone: within 5%."""
+    """Fitted through all three runs, the hops' slow-down read as growth with N: 34% and 56%
+    slow at 2x and 4x, the truth outside the interval; on the largest run's links alone: +4.3%
+    and +0.0%."""
     params = pattern_params("pp,multinode", PARAMS)
     truth = simulate(
         [4, 8, 16], tmp_path, pattern="pp,multinode", params=params, seed=3, truth_at=[32, 64]
