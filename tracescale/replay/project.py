@@ -30,11 +30,17 @@ from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.engine.schedule import Replayed, replay
 from tracescale.replay.graph.build import DEV, GAP
 from tracescale.replay.laws.nodes import CONSTANT, Law
-from tracescale.replay.laws.p2p import bubble_ratio, fixed_tail, p2p_rows
+from tracescale.replay.laws.p2p import (
+    bubble_ratio,
+    fixed_tail,
+    p2p_rows,
+    unmeasured_hop_factor,
+)
 from tracescale.replay.laws.work_scales import work_scales
-from tracescale.replay.links.links import CommModel
+from tracescale.replay.links.links import UNMEASURED_INTER_BANDWIDTH_FLOOR, CommModel
 from tracescale.replay.links.mesh import Mesh
 from tracescale.replay.links.tiers import tier_warning as tier_warning
+from tracescale.replay.links.topology import INTER
 from tracescale.replay.serial_parts import (
     BUBBLE,
     EXPERTS,
@@ -219,6 +225,8 @@ class ReplayStudy(SlowestRankWaits):
                 if cols["p2p"][i]:  # the pipeline's dependency: its own law, no slowest-rank wait
                     r = p2p_law.ratio(1e12 if infinite else n, ref, alt)
                     new[i] = (transfer + wait) * (r if bubble is None else bubble)
+                    if comm_end > 0 and not infinite:  # the links' slow end: unmeasured hops
+                        new[i] *= self._hop_factor(n)
                     continue
                 if infinite:  # transfers vanish; a wait for a rank late every step stays
                     new[i] = systematic_wait(base.offsets, position, group, wait, systematic)
@@ -254,6 +262,26 @@ class ReplayStudy(SlowestRankWaits):
                 carried = late_waits(g, nodes, cols["position"], host, first, eligible)
         steps = max(int(np.isfinite(base.measured).sum()), 1)
         return scaled, pre, var_total / steps, carried
+
+    def _hop_factor(self, n: int) -> float:
+        """The p2p nodes' slow-end factor at ``n`` (``laws.p2p.unmeasured_hop_factor``): where
+        stage boundaries cross nodes anew and no inter-node link was measured."""
+        key = ("hop", n)
+        if key not in self._memo:
+            measured = INTER in self.comm.measured_tiers or self.comm.user_inter is not None
+            self._memo[key] = (
+                1.0
+                if measured
+                else unmeasured_hop_factor(
+                    self.base,
+                    self.mesh.at(self.base.world_size),
+                    self.comm.gpus_per_node,
+                    n,
+                    1.0 / UNMEASURED_INTER_BANDWIDTH_FLOOR,
+                )
+            )
+        out: float = self._memo[key]
+        return out
 
     def _bubble_ratio(self) -> float | None:
         """At infinite N, the p2p nodes' time over the largest run's (``laws.p2p.bubble_ratio``)."""

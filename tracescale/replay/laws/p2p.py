@@ -123,34 +123,58 @@ def crossing_boundaries(run: RunReplay, stages: int, gpus_per_node: int | None) 
                for s in range(stages - 1))  # fmt: skip
 
 
+def crossings_at(
+    run: RunReplay, stages: int, gpus_per_node: int | None, n: int
+) -> tuple[int, int] | None:
+    """(boundaries crossing nodes in ``run``, at ``n`` ranks) in a stage-major layout, whose
+    peers' stride is the DP size and grows with N; None where the layout is not stage-major
+    (the boundaries stay where they are) or cannot be read."""
+    now = crossing_boundaries(run, stages, gpus_per_node)
+    if now is None or not gpus_per_node:
+        return None
+    keys = set(run.coll["pg"].astype(str)[p2p_rows(run.coll)].tolist())
+    stride = min(abs(m[1] - m[0]) for m in map(key_members, keys) if m and len(m) == 2)
+    if stride * stages != run.world_size:
+        return None
+    wide = stride * n // run.world_size
+    later = sum((s * wide) // gpus_per_node != ((s + 1) * wide) // gpus_per_node
+                for s in range(stages - 1))  # fmt: skip
+    return now, later
+
+
 def crossing_warning(
     run: RunReplay, mesh: Sequence[MeshDim], gpus_per_node: int | None, targets: Sequence[int]
 ) -> str | None:
     """A sentence naming the targets whose stage boundaries cross nodes more than the largest
-    run's do (a stage-major layout: the peers' stride is the DP size and grows with N), where
-    the hops keep the largest run's pace: the projection there is optimistic."""
+    run's do, where the hops keep the largest run's pace: the point projection there is
+    optimistic (the interval's slow end takes the unmeasured inter-node hop,
+    :func:`unmeasured_hop_factor`)."""
     stages = pipeline_shape(mesh)[0]
-    now = crossing_boundaries(run, stages, gpus_per_node)
-    if now is None or not gpus_per_node or now == stages - 1:
-        return None
-    keys = set(run.coll["pg"].astype(str)[p2p_rows(run.coll)].tolist())
-    stride = min(abs(m[1] - m[0]) for m in map(key_members, keys) if m and len(m) == 2)
-    if stride * stages != run.world_size:  # replica-major: the boundaries stay where they are
-        return None
-    more = [
-        n for n in targets
-        if sum((s * stride * n // run.world_size) // gpus_per_node
-               != ((s + 1) * stride * n // run.world_size) // gpus_per_node
-               for s in range(stages - 1)) > now
-    ]  # fmt: skip
+    got = {n: crossings_at(run, stages, gpus_per_node, n) for n in targets}
+    more = [n for n, c in got.items() if c is not None and c[1] > c[0]]
     if not more:
         return None
+    now = got[more[0]][0]  # type: ignore[index]
     return (
         f"projections at N={more} put more pipeline stage boundaries across nodes "
         f"({gpus_per_node} GPUs per node) than any measured run ({now} of {stages - 1}): "
         "the stages' hops keep the largest run's pace there, so those projections are "
         "optimistic (measure a run where every boundary crosses nodes)"
     )
+
+
+def unmeasured_hop_factor(
+    run: RunReplay, mesh: Sequence[MeshDim], gpus_per_node: int | None, n: int, slowdown: float
+) -> float:
+    """How much slower the p2p nodes may run at ``n`` where more stage boundaries cross nodes
+    than in ``run`` and no inter-node link was measured: each newly crossing boundary's share
+    of the hops ``slowdown`` times as slow (the unmeasured inter-node link's bandwidth floor);
+    1 where no boundary crosses anew."""
+    stages = pipeline_shape(mesh)[0]
+    got = crossings_at(run, stages, gpus_per_node, n)
+    if got is None or got[1] <= got[0]:
+        return 1.0
+    return 1.0 + (got[1] - got[0]) / (stages - 1) * (slowdown - 1.0)
 
 
 def one_link_law(run: RunReplay, mesh: Sequence[MeshDim]) -> Law:
