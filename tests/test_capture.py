@@ -273,6 +273,13 @@ def test_sweep_real_gloo_ddp(tmp_path, torch):
             steps = {s for s in names if isinstance(s, str) and s.startswith("ProfilerStep#")}
             assert len(steps) == 2, steps
         assert ranks == set(range(n))
+    # the real gloo study is projected by the replay, which gives back its measured steps
+    from tracescale.api import analyze
+
+    entry = analyze(out, jobs=1, no_cache=True).to_dict()["studies"][0]
+    assert entry["scaling"]["projections_source"] == "replay"
+    for run in entry["runs"]:
+        assert run["replay_error"] <= 0.02, (run["world_size"], run["replay_error"])
 
 
 def test_error_line_skips_torchrun_report():
