@@ -57,6 +57,15 @@ _TYPE_PATTERNS = (
 )
 
 
+def pipeline_transfers(kinds: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
+    """Which collectives (their types and group sizes) are a pipeline's send/recv between two
+    ranks: the transfers that are a stage's dependency on its neighbour, not a collective that
+    waits for the slowest of its group."""
+    kind = np.asarray(kinds).astype(str)
+    size = np.asarray(group_sizes, dtype=np.float64)
+    return np.asarray((kind == "sendrecv") & (size <= 2), dtype=np.bool_)
+
+
 def collective_type(text: str) -> str:
     """Normalized collective type of a kernel/op name or `Collective name` arg."""
     for ctype, rx in _TYPE_PATTERNS:

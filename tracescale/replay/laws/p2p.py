@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.classify.collectives import pipeline_transfers
 from tracescale.ingest.groups import key_members
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.graph.build import DEV
@@ -30,18 +31,13 @@ from tracescale.replay.laws.interleave import chunk_passes, chunk_reading, peer_
 from tracescale.replay.laws.nodes import Law, fit_form, fit_law
 from tracescale.replay.links.mesh import PP, Mesh, MeshDim
 
-#: Classify's collective type of send/recv kernels and calls.
-P2P = "sendrecv"
-
 
 def p2p_rows(coll: Any) -> npt.NDArray[np.bool_]:
     """Which rows of a run's ``coll`` table are pipeline p2p nodes (send/recv between two
     ranks)."""
     if not len(coll):
         return np.zeros(0, dtype=np.bool_)
-    kind = coll["collective"].astype(str).to_numpy()
-    group = coll["group"].to_numpy(dtype=np.float64)
-    return np.asarray((kind == P2P) & (group <= 2), dtype=np.bool_)
+    return pipeline_transfers(coll["collective"].to_numpy(), coll["group"].to_numpy())
 
 
 def p2p_time(run: RunReplay) -> float:
@@ -103,24 +99,33 @@ def _hop(run: RunReplay) -> float:
     return got[2] if got is not None else 0.0
 
 
-def crossing_boundaries(run: RunReplay, stages: int, gpus_per_node: int | None) -> int | None:
-    """How many of replica 0's ``stages - 1`` stage boundaries join ranks on different nodes,
-    from the stride between the representative rank's send/recv peers (the ranks in their
-    group keys); None where the node size, the stage count or the members are unknown."""
-    if not gpus_per_node or stages < 2 or "pg" not in run.coll:
+def peer_stride(run: RunReplay) -> int | None:
+    """The rank stride between the representative rank's send/recv peers (the ranks in their
+    group keys: a stage-major layout's DP size, 1 where a replica's stages are consecutive);
+    None where a key holds no pair of members."""
+    if "pg" not in run.coll:
         return None
-    keys = set(run.coll["pg"].astype(str)[p2p_rows(run.coll)].tolist())
     strides = []
-    for key in keys:
+    for key in set(run.coll["pg"].astype(str)[p2p_rows(run.coll)].tolist()):
         members = key_members(key)
         if members is None or len(members) != 2:
             return None
         strides.append(abs(members[1] - members[0]))
-    stride = min((s for s in strides if s > 0), default=0)
-    if not stride:
-        return None
+    return min((s for s in strides if s > 0), default=None)
+
+
+def _crossing(stride: int, stages: int, gpus_per_node: int) -> int:
+    """Replica 0's stage boundaries whose two ranks (``stride`` apart) sit on different nodes."""
     return sum((s * stride) // gpus_per_node != ((s + 1) * stride) // gpus_per_node
                for s in range(stages - 1))  # fmt: skip
+
+
+def crossing_boundaries(run: RunReplay, stages: int, gpus_per_node: int | None) -> int | None:
+    """How many of replica 0's ``stages - 1`` stage boundaries join ranks on different nodes
+    (:func:`peer_stride`); None where the node size, the stage count or the peers are
+    unknown."""
+    stride = peer_stride(run) if gpus_per_node and stages >= 2 else None
+    return _crossing(stride, stages, gpus_per_node) if stride and gpus_per_node else None
 
 
 def crossings_at(
@@ -129,17 +134,11 @@ def crossings_at(
     """(boundaries crossing nodes in ``run``, at ``n`` ranks) in a stage-major layout, whose
     peers' stride is the DP size and grows with N; None where the layout is not stage-major
     (the boundaries stay where they are) or cannot be read."""
-    now = crossing_boundaries(run, stages, gpus_per_node)
-    if now is None or not gpus_per_node:
+    stride = peer_stride(run) if gpus_per_node and stages >= 2 else None
+    if not stride or not gpus_per_node or stride * stages != run.world_size:
         return None
-    keys = set(run.coll["pg"].astype(str)[p2p_rows(run.coll)].tolist())
-    stride = min(abs(m[1] - m[0]) for m in map(key_members, keys) if m and len(m) == 2)
-    if stride * stages != run.world_size:
-        return None
-    wide = stride * n // run.world_size
-    later = sum((s * wide) // gpus_per_node != ((s + 1) * wide) // gpus_per_node
-                for s in range(stages - 1))  # fmt: skip
-    return now, later
+    now = _crossing(stride, stages, gpus_per_node)
+    return now, _crossing(stride * n // run.world_size, stages, gpus_per_node)
 
 
 def crossing_warning(
@@ -150,16 +149,17 @@ def crossing_warning(
     optimistic (the interval's slow end takes the unmeasured inter-node hop,
     :func:`unmeasured_hop_factor`)."""
     stages = pipeline_shape(mesh)[0]
-    got = {n: crossings_at(run, stages, gpus_per_node, n) for n in targets}
-    more = [n for n, c in got.items() if c is not None and c[1] > c[0]]
+    more = [
+        (n, got[0]) for n in targets
+        if (got := crossings_at(run, stages, gpus_per_node, n)) is not None and got[1] > got[0]
+    ]  # fmt: skip
     if not more:
         return None
-    now = got[more[0]][0]  # type: ignore[index]
     return (
-        f"projections at N={more} put more pipeline stage boundaries across nodes "
-        f"({gpus_per_node} GPUs per node) than any measured run ({now} of {stages - 1}): "
-        "the stages' hops keep the largest run's pace there, so those projections are "
-        "optimistic (measure a run where every boundary crosses nodes)"
+        f"projections at N={[n for n, _ in more]} put more pipeline stage boundaries across "
+        f"nodes ({gpus_per_node} GPUs per node) than any measured run ({more[0][1]} of "
+        f"{stages - 1}): the stages' hops keep the largest run's pace there, so those "
+        "projections are optimistic (measure a run where every boundary crosses nodes)"
     )
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracescale.classify.clocks import clock_offsets
+from tracescale.classify.collectives import pipeline_transfers
 from tracescale.classify.result import RunBreakdown
 from tracescale.groups import cumcount, group_codes, group_mean
 from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
@@ -193,13 +194,10 @@ P2P_POSITIONS = 1 << 40
 
 
 def point_to_point(c: Table) -> npt.NDArray[np.bool_]:
-    """Rows of a collectives table that are a pipeline's send/recv between two ranks (the same
-    rule as ``replay.laws.p2p.p2p_rows`` on the replay's own table)."""
+    """Rows of a collectives table that are a pipeline's send/recv between two ranks."""
     if len(c) == 0:
         return np.zeros(0, dtype=np.bool_)
-    kind = np.asarray(c.col("collective")).astype(str)
-    size = np.asarray(c.col("group_size"), dtype=np.float64)
-    return np.asarray((kind == "sendrecv") & (size <= 2), dtype=np.bool_)
+    return pipeline_transfers(c.col("collective"), c.col("group_size"))
 
 
 def _first_rows(rank: np.ndarray, step: np.ndarray) -> np.ndarray:
