@@ -292,7 +292,8 @@ def analysis_options(func: F) -> F:
             "--jobs",
             "-j",
             type=click.IntRange(min=1, max=JOBS_MAX),
-            help=f"Worker processes, 1 to {JOBS_MAX} (default: the cores).",
+            help=f"Worker processes, 1 to {JOBS_MAX} (default: the cores; one process below "
+            "16 MB of trace JSON).",
         ),
         click.option(
             "--strict", is_flag=True, help="Fail (exit 3) on any bad rank file instead of warning."
