@@ -1,6 +1,7 @@
 """A (type, algorithm_protocol, tier) key whose own rows cannot identify its latency combines
 it with a better-measured donor's: the same type and protocol over every algorithm, else the
-type at that tier. Its bandwidth stays its own; the interval spans both readings.
+type at that tier, else the tier's link read from every other type over it. Its bandwidth stays
+its own; the interval spans both readings.
 
 An inter-node key with no such donor (the tier measured at one group size, one protocol)
 combines its latency with the plausible inter-node range read from the intra-node link.
@@ -221,3 +222,45 @@ def test_fit_comm_reads_one_inter_node_size_near_the_truth() -> None:
         assert got.at(-1)[0] <= INTER_LINK[0] <= got.at(1)[0], seed
         closer += abs(got.alpha_s - INTER_LINK[0]) < abs(own.alpha_s - INTER_LINK[0])
     assert closer >= 7
+
+
+def _alltoall_rows(group: int, nbytes: float, count: int, seed: int) -> pd.DataFrame:
+    """``count`` all-to-alls of one rank's ``nbytes`` over one ``group`` across nodes, on the
+    inter-node link, 3% noise each: one (latency, bytes) mix."""
+    lat, bw = factors("alltoall", np.asarray([float(group)]), nbytes, "ring")
+    true = INTER_LINK[0] * lat[0] + bw[0] / INTER_LINK[1]
+    draws = np.random.default_rng(seed).gamma(1 / 0.03**2, 0.03**2, count)
+    return pd.DataFrame(
+        {
+            "world_size": group,
+            "collective": "alltoall",
+            "algo": "RING_SIMPLE",
+            "bytes": nbytes,
+            "group": group,
+            "transfer": true * draws,
+            "pg": "0",
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_alltoall_seen_at_one_size_takes_the_links_latency_from_the_allreduces(
+    seed: int,
+) -> None:
+    """A mixture-of-experts job measured across nodes at one world size: its all-to-alls hold
+    one (latency, bytes) mix, so their own rows cannot split the per-peer latency from the
+    bandwidth (the plausible range from the intra-node link put it at the intra-node 20 us,
+    a third of the truth, and projected +46% at 4x). The AllReduce buckets over the same
+    network, measured from 1 to 64 MB, read the link's latency: the all-to-all borrows it and
+    lands within 10% of the true 60 us, its bandwidth within 10% of the truth, its interval
+    covering the truth."""
+    intra = _rows("RING_SIMPLE", [2, 4, 8], [1e4, 1e5, 1e6, 8e6], 0.03, seed + 50, INTRA_LINK)
+    buckets = _rows("RING_SIMPLE", [16], [1e6, 4e6, 16e6, 64e6], 0.03, seed + 60, INTER_LINK)
+    a2a = _alltoall_rows(16, 524_288.0, 24, seed)
+    model = fit_comm(pd.concat([intra, buckets, a2a], ignore_index=True), gpus_per_node=8)
+    got = model.fits[("alltoall", "RING_SIMPLE", INTER)]
+    assert "+alpha:*/inter" in got.source
+    assert got.alpha_s == pytest.approx(INTER_LINK[0], rel=0.10)
+    assert 1 / got.inv_bw == pytest.approx(INTER_LINK[1], rel=0.10)
+    assert got.at(-1)[0] <= INTER_LINK[0] <= got.at(1)[0]
+    assert any("every type" in a and "alltoall" in a for a in model.assumptions)

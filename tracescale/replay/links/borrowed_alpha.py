@@ -7,7 +7,9 @@ anywhere from 0 to twice its value (``replay.links.alpha_beta``). Projecting to 
 world multiplies that latency by the hop count, so the error lands in the projection (a
 hybrid data-parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The rows of the
 same collective type and protocol over the other algorithms, or of the type at that tier
-over every algorithm, usually measure it well. Per-hop latency depends on the protocol (LL,
+over every algorithm, usually measure it well; failing both, the tier's link read from every
+other collective type over it (an all-to-all over nodes seen at one size borrows the latency
+the AllReduce buckets over the same network measured at many sizes). Per-hop latency depends on the protocol (LL,
 LL128, Simple each have their own in NCCL's cost model) far more than on ring vs tree, so a
 donor of the same protocol is taken first; the type's whole tier otherwise. An inter-node key
 with neither (the tier measured at one group size, one protocol) is given the plausible
@@ -107,9 +109,17 @@ def _donor(
                 return pooled, f"{ctype}/*_{proto}/{tier}"
     parent = fits.get((ctype, "", tier))
     siblings = sum(1 for c, _, t in own_rows if c == ctype and t == tier)
-    if parent is None or parent.alpha_se is None or parent.weak() or siblings < 2:
+    if parent is not None and parent.alpha_se is not None and not parent.weak() and siblings > 1:
+        return parent, f"{ctype}/{tier}"
+    # The link itself, read from the other collective types over the same tier: a per-hop
+    # latency is the network's (NIC, switch, proxy), which an all-to-all over nodes measured at
+    # one size shares with the AllReduce buckets measured at many. Only where the tier pools
+    # other types' rows, so the donor is not the key's own reading again.
+    link = fits.get(("", "", tier))
+    others = any(c != ctype for c, _, t in own_rows if t == tier)
+    if link is None or link.alpha_se is None or link.weak() or not others:
         return None, ""
-    return parent, f"{ctype}/{tier}"
+    return link, f"*/{tier} (every collective type over that tier)"
 
 
 def _plausible(intra: AlphaBeta, rows: Any) -> tuple[AlphaBeta | None, str]:
@@ -174,7 +184,8 @@ def _note(key: Key, own: AlphaBeta | None, donor: str, got: AlphaBeta) -> str:
     return (
         f"{tier}-node {ctype} {algo} latency {got.alpha_s * 1e6:.3g} us per hop: its own rows "
         f"give {mine}, so it is {how} the {donor} latency (the donors in order: the same "
-        "protocol, the type at that tier, the plausible inter-node range); bandwidth refitted "
+        "protocol, the type at that tier, the tier's link over every type, the plausible "
+        "inter-node range); bandwidth refitted "
         f"on its own rows; 90% range {lo * 1e6:.3g}-{hi * 1e6:.3g} us, the intervals replay "
         "both ends"
     )
