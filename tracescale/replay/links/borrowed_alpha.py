@@ -9,9 +9,9 @@ hybrid data-parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The 
 same collective type and protocol over the other algorithms, or of the type at that tier
 over every algorithm, usually measure it well; failing both, the tier's link read from every
 other collective type over it (an all-to-all over nodes seen at one size borrows the latency
-the AllReduce buckets over the same network measured at many sizes). Per-hop latency depends on the protocol (LL,
-LL128, Simple each have their own in NCCL's cost model) far more than on ring vs tree, so a
-donor of the same protocol is taken first; the type's whole tier otherwise. An inter-node key
+the AllReduce buckets over the same network measured at many sizes). Per-hop latency depends
+on the protocol (LL, LL128, Simple each have their own in NCCL's cost model) far more than on
+ring vs tree, so a donor of the same protocol is taken first; the type's whole tier otherwise. An inter-node key
 with neither (the tier measured at one group size, one protocol) is given the plausible
 inter-node range as its donor, read from the well-measured intra-node latency: between that
 latency (not growing across nodes) and it times the measured bandwidth ratio (growing like
