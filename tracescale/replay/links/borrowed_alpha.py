@@ -2,22 +2,22 @@
 with a latency the key's own rows cannot identify combined with a better-measured donor's.
 
 Why: the latency is an intercept. A key whose rows hold one group size, or a few large
-messages, reads it from transfers it is a few % of, and 5% noise per instance puts it
-anywhere from 0 to twice its value (``replay.links.alpha_beta``). Projecting to 8x the measured
-world multiplies that latency by the hop count, so the error lands in the projection (a
-hybrid data-parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The rows of the
-same collective type and protocol over the other algorithms, or of the type at that tier
-over every algorithm, usually measure it well; failing both, the tier's link read from every
-other collective type over it (an all-to-all over nodes seen at one size borrows the latency
-the AllReduce buckets over the same network measured at many sizes). Per-hop latency depends
-on the protocol (LL, LL128, Simple each have their own in NCCL's cost model) far more than on
-ring vs tree, so a donor of the same protocol is taken first; the type's whole tier otherwise. An inter-node key
-with neither (the tier measured at one group size, one protocol) is given the plausible
-inter-node range as its donor, read from the well-measured intra-node latency: between that
-latency (not growing across nodes) and it times the measured bandwidth ratio (growing like
-bandwidth shrinks), its point at the ratio to the power 2/3, the range taken as its 90% range.
-NCCL's own cost model puts the network's per-hop latency at 3-6x NVLink's (2.7-9.6 vs
-0.5-3.4 us) where its bandwidth is 6-12x lower: inside that range.
+messages, reads it from transfers it is a few % of, and 5% noise per instance puts it anywhere
+from 0 to twice its value (``replay.links.alpha_beta``). Projecting to 8x the measured world
+multiplies that latency by the hop count, so the error lands in the projection (a hybrid data-
+parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The rows of the same collective
+type and protocol over the other algorithms, or of the type at that tier over every algorithm,
+usually measure it well; failing both, the tier's link read from every other collective type
+over it (an all-to-all over nodes seen at one size borrows the latency the AllReduce buckets
+over the same network measured at many sizes). Per-hop latency depends on the protocol (LL,
+LL128, Simple each have their own in NCCL's cost model) far more than on ring vs tree, so a
+donor of the same protocol is taken first; the type's whole tier otherwise. An inter-node key
+with none of these (the tier measured at one group size, one protocol, one collective type) is
+given the plausible inter-node range as its donor, read from the well-measured intra-node
+latency: between that latency (not growing across nodes) and it times the measured bandwidth
+ratio (growing like bandwidth shrinks), its point at the ratio to the power 2/3, the range
+taken as its 90% range. NCCL's own cost model puts the network's per-hop latency at 3-6x
+NVLink's (2.7-9.6 vs 0.5-3.4 us) where its bandwidth is 6-12x lower: inside that range.
 
 The rule: a weak key (``AlphaBeta.weak``) whose latency has no standard error takes the
 donor's alpha; one with a standard error is combined with the donor's by their precisions,
