@@ -136,12 +136,14 @@ def replay(
             np.full(n_res, -1e18),
         )  # fmt: skip
         return Replayed(start, end, step_times(graph, start, end))
-    static = _static_columns(graph, lag, fixed, tail, release)
+    order, kinds, res, dep, dep2, lags, fixeds, tails, releases = _static_columns(
+        graph, lag, fixed, tail, release
+    )
     conv = _column if n <= LIST_NODES else _view
     out = (conv(np.zeros(n)), conv(np.zeros(n)))
     _pass(
-        *static[:5], conv(d), *static[5:], conv(wait), conv(anchors), conv(offs), conv(ready),
-        *out, [-1e18] * n_res, [-1e18] * n_res,
+        order, kinds, res, dep, dep2, conv(d), lags, fixeds, tails, releases, conv(wait),
+        conv(anchors), conv(offs), conv(ready), out[0], out[1], [-1e18] * n_res, [-1e18] * n_res,
     )  # fmt: skip
     sa, ea = (np.asarray(o, dtype=np.float64) for o in out)
     return Replayed(sa, ea, step_times(graph, sa, ea))
@@ -160,7 +162,13 @@ LIST_NODES = 200_000
 _STATIC: dict[int, tuple[Any, tuple[Any, ...]]] = {}
 
 
-def _static_columns(graph: Graph, lag: F64, fixed: F64, tail: F64, release: F64) -> tuple[Any, ...]:
+def _static_columns(
+    graph: Graph,
+    lag: npt.NDArray[Any],
+    fixed: npt.NDArray[Any],
+    tail: npt.NDArray[Any],
+    release: npt.NDArray[Any],
+) -> tuple[Any, ...]:
     """``graph``'s unchanging pass columns (order, kind, res, dep, dep2, lag, fixed, tail,
     release), converted once per graph object and dropped with it."""
     key = id(graph)
@@ -168,11 +176,8 @@ def _static_columns(graph: Graph, lag: F64, fixed: F64, tail: F64, release: F64)
     if hit is not None and hit[0]() is graph:
         return hit[1]
     conv = _column if len(graph) <= LIST_NODES else _view
-    cols = tuple(
-        conv(c)
-        for c in (graph.order, graph.kind, graph.res, graph.dep, graph.dep2, lag, fixed, tail,
-                  release)  # fmt: skip
-    )
+    fixed_columns = (graph.order, graph.kind, graph.res, graph.dep, graph.dep2, lag, fixed, tail)
+    cols = tuple(conv(c) for c in (*fixed_columns, release))
     _STATIC[key] = (weakref.ref(graph, lambda _: _STATIC.pop(key, None)), cols)
     return cols
 
