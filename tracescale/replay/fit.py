@@ -14,9 +14,9 @@ import numpy as np
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.laws.kernel_pools import varying_kernel_laws
 from tracescale.replay.laws.nodes import Law, fit_law
-from tracescale.replay.laws.p2p import fit_p2p_law, p2p_rows, read_virtual
+from tracescale.replay.laws.p2p import crossing_hop, fit_p2p_law, p2p_rows, read_virtual
 from tracescale.replay.laws.work_scales import pooled_delays
-from tracescale.replay.links.links import fit_comm
+from tracescale.replay.links.links import fit_comm, hop_link
 from tracescale.replay.links.mesh import run_meshes
 from tracescale.replay.links.tiers import same_tiers
 from tracescale.replay.links.topology import group_roles
@@ -73,6 +73,7 @@ def fit_replay(
     }
     chunks = {r.world_size: read_virtual(r) for r in runs if pipeline[r.world_size]}
     mesh = run_meshes(inst, group_roles(inst, gpus_per_node), pipeline, gpus_per_node, chunks)
+    comm = hop_link(comm, crossing_hop(runs, mesh, gpus_per_node))
     delays = pooled_delays(runs, laws)
     warnings: list[str] = []
     validation = 0.0

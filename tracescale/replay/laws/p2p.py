@@ -177,6 +177,27 @@ def unmeasured_hop_factor(
     return 1.0 + (got[1] - got[0]) / (stages - 1) * (slowdown - 1.0)
 
 
+def crossing_hop(
+    runs: Sequence[RunReplay], mesh: Mesh, gpus_per_node: int | None
+) -> tuple[float, float] | None:
+    """(seconds, bytes) of one activation's hop on the largest run whose every stage boundary
+    crosses nodes (:func:`stage_reading`'s ``x``, the p2p rows' median message); None where no
+    run's does. Where no collective crossed nodes, this is the one reading of the inter-node
+    link the study holds (``links.hop_link``)."""
+    for run in reversed(runs):
+        rows = p2p_rows(run.coll)
+        stages = pipeline_shape(mesh.at(run.world_size))[0]
+        if not rows.any() or stages < 2:
+            continue
+        if crossing_boundaries(run, stages, gpus_per_node) != stages - 1:
+            continue
+        x = _hop(run)
+        nbytes = float(np.median(run.coll["bytes"].to_numpy()[rows]))
+        if x > 0 and nbytes > 0:
+            return x, nbytes
+    return None
+
+
 def one_link_law(run: RunReplay, mesh: Sequence[MeshDim]) -> Law:
     """``a + b/N`` through ``run``'s p2p time alone, ``a`` its rebuilt fill and drain (at most
     the measured time); the runner-up, for the model-form spread, twice that fill (the fill

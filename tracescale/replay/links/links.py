@@ -31,7 +31,7 @@ import numpy as np
 
 from tracescale.groups import group_codes, group_mean, series_mean
 from tracescale.ingest.groups import key_role
-from tracescale.replay.links.alpha_beta import AlphaBeta, fit_rows, weak_note
+from tracescale.replay.links.alpha_beta import LATENCY_EXPONENT, AlphaBeta, fit_rows, weak_note
 from tracescale.replay.links.borrowed_alpha import borrow_alpha
 from tracescale.replay.links.topology import (
     INTER,
@@ -77,6 +77,9 @@ class CommModel:
     gpus_per_node: int | None
     measured_tiers: frozenset[str]
     user_inter: AlphaBeta | None = None
+    #: the inter-node link read from a pipeline's send/recv hops across nodes where no
+    #: collective crossed nodes (:func:`hop_link`); None without such hops
+    hop_inter: AlphaBeta | None = None
     barrier_s: float = 0.0
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     #: process group role (description, else name) -> its size grows like N (else it stays)
@@ -113,6 +116,8 @@ class CommModel:
         if tier == INTER and INTER not in self.measured_tiers:
             if self.user_inter is not None:
                 return self.user_inter
+            if self.hop_inter is not None:
+                return self.hop_inter
             return _unmeasured_inter(self._lookup(ctype, algo, INTRA))
         return self._lookup(ctype, algo, tier)
 
@@ -127,8 +132,9 @@ class CommModel:
 
     def ends(self) -> tuple[int, ...]:
         """The ends (-1 low, +1 high) some alpha-beta used here has (a replay each)."""
-        fits = [*self.fits.values(), *([self.user_inter] if self.user_inter else [])]
-        if self.gpus_per_node is not None and INTER not in self.measured_tiers:
+        given = [f for f in (self.user_inter, self.hop_inter) if f is not None]
+        fits = [*self.fits.values(), *given]
+        if self.gpus_per_node is not None and INTER not in self.measured_tiers and not given:
             fits.append(_unmeasured_inter(self._lookup("", "", INTRA)))
         return tuple(
             k for k, has in ((-1, any(f.low for f in fits)), (1, any(f.alt for f in fits))) if has
@@ -182,6 +188,45 @@ def _unmeasured_inter(intra: AlphaBeta) -> AlphaBeta:
         intra.inv_bw / UNMEASURED_INTER_BANDWIDTH_FLOOR,
     )
     return AlphaBeta(intra.alpha_s, intra.inv_bw, intra.source, alt=slow)
+
+
+def hop_link(comm: CommModel, hop: tuple[float, float] | None) -> CommModel:
+    """``comm`` with its inter-node link read from a pipeline's hops across nodes (``hop``:
+    one activation's seconds and bytes, ``laws.p2p.crossing_hop``) where no collective crossed
+    nodes and the user gave no figures; ``comm`` itself otherwise.
+
+    Why: a stage-major pipeline (a stage's DP replicas on consecutive ranks) keeps its DP
+    groups inside a node while DP fits in one, and its stage boundaries already cross nodes.
+    The targets' DP groups then cross nodes too, and the intra-node link assumed for them
+    read a pipeline at DP = 64 over 8-GPU nodes 16% fast. One send is one message over the
+    network: ``alpha + B / bandwidth``, its latency placed between the tiers as an unmeasured
+    one is (``alpha_beta.between_tiers``: the intra-node latency times the bandwidth ratio to
+    the 2/3). The point moves to that link; the interval keeps the intra-node link at its fast
+    end and the unmeasured floor at its slow end (the hop is one message between two GPUs,
+    not the collectives' own algorithm)."""
+    if hop is None or comm.gpus_per_node is None or INTER in comm.measured_tiers:
+        return comm
+    if comm.user_inter is not None or ("", "", INTRA) not in comm.fits:
+        return comm
+    intra = comm.fits[("", "", INTRA)]
+    seconds, nbytes = hop
+    inv_bw = (seconds - intra.alpha_s) / nbytes
+    if inv_bw <= intra.inv_bw:  # as fast as inside a node: the intra-node link is the reading
+        return comm
+    alpha = intra.alpha_s * (inv_bw / intra.inv_bw) ** LATENCY_EXPONENT
+    inv_bw = max((seconds - alpha) / nbytes, intra.inv_bw)
+    floor = _unmeasured_inter(intra).alt or (alpha, inv_bw)
+    link = AlphaBeta(
+        alpha, inv_bw, "pipeline hops across nodes",
+        alt=(max(floor[0], alpha), max(floor[1], inv_bw)), low=(intra.alpha_s, intra.inv_bw),
+    )  # fmt: skip
+    note = (
+        f"no collective crossed nodes: the inter-node link is read from the pipeline's "
+        f"send/recv hops across nodes ({nbytes / 1e6:.3g} MB in {seconds * 1e3:.3g} ms: "
+        f"{alpha * 1e6:.3g} us latency, {1 / inv_bw / 1e9:.3g} GB/s); "
+        f"{unmeasured_inter_range()}"
+    )
+    return replace(comm, hop_inter=link, assumptions=(*comm.assumptions, note))
 
 
 def _intra_links(

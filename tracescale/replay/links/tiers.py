@@ -65,6 +65,12 @@ def tier_warning(study: ReplayStudy, targets: Sequence[int]) -> str | None:
             if c.user_inter.inv_bw > 0
             else "the given inter-node figures"
         )
+    elif c.hop_inter is not None:
+        how = (
+            f"the link the pipeline's send/recv hops across nodes ran at "
+            f"({c.hop_inter.alpha_s * 1e6:.3g} us, {1 / c.hop_inter.inv_bw / 1e9:.3g} GB/s) for "
+            f"the point estimate; {unmeasured_inter_range()}"
+        )
     else:
         how = (
             "the intra-node alpha and beta for the point estimate; "
