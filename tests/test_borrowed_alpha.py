@@ -264,3 +264,41 @@ def test_an_alltoall_seen_at_one_size_takes_the_links_latency_from_the_allreduce
     assert 1 / got.inv_bw == pytest.approx(INTER_LINK[1], rel=0.10)
     assert got.at(-1)[0] <= INTER_LINK[0] <= got.at(1)[0]
     assert any("every type" in a and "alltoall" in a for a in model.assumptions)
+
+
+def _typed_rows(
+    ctype: str, groups: list[int], sizes: list[float], link: tuple[float, float], seed: int
+) -> pd.DataFrame:
+    """Instances of ``ctype`` at every (group, size) pair on ``link``, 3% noise each."""
+    rng = np.random.default_rng(seed)
+    pairs = [(g, b) for g in groups for b in sizes for _ in range(3)]
+    true = []
+    for g, b in pairs:
+        lat, bw = factors(ctype, np.asarray([float(g)]), b, "ring")
+        true.append(link[0] * lat[0] + bw[0] / link[1])
+    return pd.DataFrame(
+        {
+            "world_size": [g for g, _ in pairs],
+            "collective": ctype,
+            "algo": "RING_LL",
+            "bytes": [b for _, b in pairs],
+            "group": [g for g, _ in pairs],
+            "transfer": np.asarray(true) * rng.gamma(1 / 0.03**2, 0.03**2, len(pairs)),
+            "pg": "0",
+        }
+    )
+
+
+def test_a_type_with_a_latency_of_its_own_does_not_take_the_links() -> None:
+    """A broadcast of Python objects costs 300 us per hop inside a node, 30x the ring's 10 us:
+    seen across nodes at one size, it keeps a latency of its own (taking the AllReduce
+    buckets' link latency read it 30x too small and projected an HSDP job +155% at 8x)."""
+    intra_ar = _rows("RING_SIMPLE", [2, 4, 8], [1e4, 1e5, 1e6, 8e6], 0.03, 51, INTRA_LINK)
+    buckets = _rows("RING_SIMPLE", [16], [1e6, 4e6, 16e6, 64e6], 0.03, 61, INTER_LINK)
+    bcast_intra = _typed_rows("broadcast", [2, 4, 8], [4096.0, 65536.0], (300e-6, 8.6e8), 7)
+    bcast_inter = _typed_rows("broadcast", [16], [4096.0], (300e-6, 2e7), 8)
+    frame = pd.concat([intra_ar, buckets, bcast_intra, bcast_inter], ignore_index=True)
+    model = fit_comm(frame, gpus_per_node=8)
+    got = model.fits[("broadcast", "RING_LL", INTER)]
+    assert "*/inter" not in got.source
+    assert got.alpha_s > 100e-6

@@ -9,15 +9,16 @@ parallel AllReduce over RING_LL read 3x too small: +24% at 8x). The rows of the 
 type and protocol over the other algorithms, or of the type at that tier over every algorithm,
 usually measure it well; failing both, the tier's link read from every other collective type
 over it (an all-to-all over nodes seen at one size borrows the latency the AllReduce buckets
-over the same network measured at many sizes). Per-hop latency depends on the protocol (LL,
-LL128, Simple each have their own in NCCL's cost model) far more than on ring vs tree, so a
-donor of the same protocol is taken first; the type's whole tier otherwise. An inter-node key
-with none of these (the tier measured at one group size, one protocol, one collective type) is
-given the plausible inter-node range as its donor, read from the well-measured intra-node
-latency: between that latency (not growing across nodes) and it times the measured bandwidth
-ratio (growing like bandwidth shrinks), its point at the ratio to the power 2/3, the range
-taken as its 90% range. NCCL's own cost model puts the network's per-hop latency at 3-6x
-NVLink's (2.7-9.6 vs 0.5-3.4 us) where its bandwidth is 6-12x lower: inside that range.
+over the same network measured at many sizes), where the type's latency inside a node is the
+link's there (a type with a latency of its own keeps it). Per-hop latency depends on the
+protocol (LL, LL128, Simple each have their own in NCCL's cost model) far more than on ring vs
+tree, so a donor of the same protocol is taken first; the type's whole tier otherwise. An
+inter-node key with none of these (the tier measured at one group size, one protocol, one
+collective type) is given the plausible inter-node range as its donor, read from the well-
+measured intra-node latency: between that latency (not growing across nodes) and it times the
+measured bandwidth ratio (growing like bandwidth shrinks), its point at the ratio to the power
+2/3, the range taken as its 90% range. NCCL's own cost model puts the network's per-hop latency
+at 3-6x NVLink's (2.7-9.6 vs 0.5-3.4 us) where its bandwidth is 6-12x lower: inside that range.
 
 The rule: a weak key (``AlphaBeta.weak``) whose latency has no standard error takes the
 donor's alpha; one with a standard error is combined with the donor's by their precisions,
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from tracescale.replay.links.alpha_beta import AlphaBeta, between_tiers, fit_rows, refit_beta
+from tracescale.replay.links.topology import INTRA
 from tracescale.scaling.quantiles import Z95
 from tracescale.table import concat
 
@@ -115,11 +117,25 @@ def _donor(
     # latency is the network's (NIC, switch, proxy), which an all-to-all over nodes measured at
     # one size shares with the AllReduce buckets measured at many. Only where the tier pools
     # other types' rows, so the donor is not the key's own reading again.
+    # A type with a latency of its own inside a node (a broadcast of Python objects, 30x the
+    # ring's per-hop latency) has one across nodes too: the link's is not its reading.
     link = fits.get(("", "", tier))
     others = any(c != ctype for c, _, t in own_rows if t == tier)
-    if link is None or link.alpha_se is None or link.weak() or not others:
+    mine, theirs = fits.get((ctype, "", INTRA)), fits.get(("", "", INTRA))
+    if link is None or link.alpha_se is None or link.weak() or not others or tier == INTRA:
+        return None, ""
+    if mine is not None and theirs is not None and not _alike(mine.alpha_s, theirs.alpha_s):
         return None, ""
     return link, f"*/{tier} (every collective type over that tier)"
+
+
+#: Two latencies within this factor of each other are one link's (a type's own latency, such
+#: as a broadcast's, differs by tens of times).
+_ALIKE = 1.5
+
+
+def _alike(a: float, b: float) -> bool:
+    return a > 0 and b > 0 and max(a, b) / min(a, b) <= _ALIKE
 
 
 def _plausible(intra: AlphaBeta, rows: Any) -> tuple[AlphaBeta | None, str]:
