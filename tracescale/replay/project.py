@@ -67,6 +67,11 @@ _MIN_ERROR = 0.02
 #: Most node-duration arrays :meth:`ReplayStudy.split_durations` keeps (the latest asked):
 #: a projection asks for its world size's few variants together, so a few suffice.
 SPLITS_KEPT = 8
+#: Bytes of those arrays one study keeps at most (never fewer than the latest entry): each
+#: entry is four arrays per node (32 bytes a node), and the levers' scenario studies each keep
+#: their own. On a 1.4M-node graph (a 200 MB rank) eight entries in each of six studies were
+#: most of a whole analyze's peak (1.2 GB of 1.7 GB).
+SPLIT_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -173,8 +178,9 @@ class ReplayStudy(SlowestRankWaits):
             self._memo[key] = got = tuple(got)
             self._memo[("late", n, alt, infinite, comm_end, tail_alt)] = late
             for kind in ("split", "late"):
+                keep = max(1, min(SPLITS_KEPT, SPLIT_BYTES // max(32 * len(got[0]), 1)))
                 kept = [k for k in self._memo if k[0] == kind]
-                for old in kept[: max(len(kept) - SPLITS_KEPT, 0)]:
+                for old in kept[: max(len(kept) - keep, 0)]:
                     del self._memo[old]  # arrays per node: a million-step graph's are GBs
         out: tuple[F64, F64, float] = got
         return out
