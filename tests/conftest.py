@@ -256,6 +256,18 @@ def analyzed_doc():
 
 
 @pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """One headless Chromium for the session's pages (tests/headless.py): the HTML modules
+    load about a hundred pages, and starting the browser for each cost more than drawing them.
+    Skips (or fails under ``TRACESCALE_REQUIRE_ALL=1``) where chromium is not installed."""
+    from tests.headless import FLAGS, Browser, find_chromium
+
+    chromium = Browser(find_chromium(), FLAGS, tmp_path_factory.mktemp("chromium") / "profile")
+    yield chromium
+    chromium.close()
+
+
+@pytest.fixture(scope="session")
 def pipeline_study(tmp_path_factory):
     """Function: tests/pipeline_studies.py's small pipeline-parallel study with ``virtual``
     model chunks per rank, built and analyzed once per test process for every module that
