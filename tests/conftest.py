@@ -7,6 +7,7 @@ large simulation) on compression no test reads.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -45,6 +46,52 @@ def pytest_configure(config: pytest.Config) -> None:
     # __pycache__ folders are git-ignored; only the test run writes them.
     sys.dont_write_bytecode = False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    _keep_freed_memory()
+    # The youngest generation is collected every 50,000 net allocations instead of every 700:
+    # simulating and decoding traces allocates millions of short-lived tuples, dicts and lists
+    # that reference counting frees anyway, and each collection also walks the young objects
+    # that survive. Cyclic garbage is still collected, later; about 8% of the CPU of the
+    # simulate-and-analyze modules (test_accuracy, test_tail_fit).
+    gc.set_threshold(50_000, 20, 100)
+
+
+#: glibc malloc settings for the test processes (see :func:`_keep_freed_memory`): blocks up to
+#: 32 MB from the heap, and freed memory kept (up to 1 GB, grown 64 MB at a time).
+MALLOC_TUNING = {
+    "MALLOC_MMAP_THRESHOLD_": 32 * 1024**2,
+    "MALLOC_TRIM_THRESHOLD_": 1024**3,
+    "MALLOC_TOP_PAD_": 64 * 1024**2,
+}
+
+
+def _keep_freed_memory() -> None:
+    """Let this process and every child it starts reuse the memory they free.
+
+    By default glibc maps each block above a threshold afresh and unmaps it when freed, and
+    hands the top of the heap back as soon as it is free. The suite decodes, simulates and
+    replays many traces one after another: every new buffer the size of a trace was then
+    faulted in page by page again (four million page faults in a minute of simulated studies:
+    over a third of that minute's CPU, all of it in the kernel). Results do not change:
+    only when memory goes back to the system. The environment reaches the xdist workers (they
+    start after this hook) and every subprocess a test runs; ``mallopt`` covers this process.
+    """
+    for var, value in MALLOC_TUNING.items():
+        os.environ.setdefault(var, str(value))
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (musl): its malloc has none of these settings
+        return
+    # mallopt's parameter numbers: M_TRIM_THRESHOLD -1, M_TOP_PAD -2, M_MMAP_THRESHOLD -3
+    for param, var in (
+        (-3, "MALLOC_MMAP_THRESHOLD_"),
+        (-1, "MALLOC_TRIM_THRESHOLD_"),
+        (-2, "MALLOC_TOP_PAD_"),
+    ):
+        libc.mallopt(param, int(os.environ[var]))
 
 
 #: Modules whose parametrized cases are independent of each other but share an expensive
@@ -253,6 +300,18 @@ def analyzed_doc():
         return copy.deepcopy(docs[key])
 
     return get
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """One headless Chromium for the session's pages (tests/headless.py): the HTML modules
+    load about a hundred pages, and starting the browser for each cost more than drawing them.
+    Skips (or fails under ``TRACESCALE_REQUIRE_ALL=1``) where chromium is not installed."""
+    from tests.headless import FLAGS, Browser, find_chromium
+
+    chromium = Browser(find_chromium(), FLAGS, tmp_path_factory.mktemp("chromium") / "profile")
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture(scope="session")

@@ -11,46 +11,17 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
 import numpy as np
-import pytest
 
+from tests.headless import Browser
 from tracescale.comparison import compare_docs
 from tracescale.report import render, render_compare
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "study_strong.json"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--hide-scrollbars",
-]
-
-
-def _chromium() -> str:
-    for name in ("/usr/bin/chromium", "chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    if os.environ.get("TRACESCALE_REQUIRE_ALL") == "1":
-        pytest.fail("chromium is required (TRACESCALE_REQUIRE_ALL=1): apt-get install -y chromium")
-    pytest.skip(
-        "chromium not installed (apt-get install -y chromium); HTML not checked in a browser"
-    )
-
-
-def _run(browser: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [browser, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 
 
 def decode_png(data: bytes) -> np.ndarray:
@@ -99,42 +70,39 @@ def decode_png(data: bytes) -> np.ndarray:
     return out.reshape(height, width, bpp)
 
 
-def _check_page(browser: str, page: Path, tmp: Path) -> str:
+def _check_page(browser: Browser, page: Path) -> str:
     """Load the page, let scripts run, return the DOM; fail on console errors."""
-    res = _run(
-        browser,
-        tmp,
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=10000",
-        "--dump-dom",
-        page.as_uri(),
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
+    loaded = browser.load(page, 800, 600)
     errors = [
         line
-        for line in res.stderr.splitlines()
+        for line in loaded.uncaught + loaded.console
         if "Uncaught" in line or ("CONSOLE" in line and "error" in line.lower())
     ]
     assert not errors, errors
-    assert 'id="ts-error"' not in res.stdout
-    assert 'id="ts-ok"' in res.stdout, "the chart script did not finish"
-    return res.stdout
+    assert 'id="ts-error"' not in loaded.dom
+    assert 'id="ts-ok"' in loaded.dom, "the chart script did not finish"
+    return loaded.dom
 
 
-def test_study_report_loads_without_errors_and_is_not_blank(tmp_path: Path) -> None:
-    browser = _chromium()
+def _screenshot(browser: Browser, page: Path, width: int, height: int, shot: Path) -> bytes:
+    """A PNG of the page at ``width`` x ``height`` px, also kept as ``shot``."""
+    png = browser.load(page, width, height, screenshot=True).png
+    assert png is not None
+    shot.write_bytes(png)
+    return png
+
+
+def test_study_report_loads_without_errors_and_is_not_blank(
+    browser: Browser, tmp_path: Path
+) -> None:
     doc = json.loads(FIXTURE.read_text())
     page = tmp_path / "report.html"
     page.write_text(render(doc, "html"), encoding="utf-8")
-    dom = _check_page(browser, page, tmp_path)
+    dom = _check_page(browser, page)
     assert dom.count("<svg") >= 7, "speedup, stacked, serial, interval and per-rank charts"
     assert "Amdahl ceiling" in dom and "straggler" in dom
 
-    shot = tmp_path / "report.png"
-    res = _run(browser, tmp_path, f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri())
-    assert shot.exists(), res.stderr[-2000:]
-    pixels = decode_png(shot.read_bytes())
+    pixels = decode_png(_screenshot(browser, page, 1200, 2000, tmp_path / "report.png"))
     assert pixels.shape[:2] == (2000, 1200)
     rgb = pixels[:, :, :3].astype(float)
     assert rgb.std() > 20, "screenshot is blank"
@@ -142,15 +110,14 @@ def test_study_report_loads_without_errors_and_is_not_blank(tmp_path: Path) -> N
     assert len(colours) > 50, "screenshot has too few colours to hold charts"
 
 
-def test_compare_report_loads_without_errors(tmp_path: Path) -> None:
-    browser = _chromium()
+def test_compare_report_loads_without_errors(browser: Browser, tmp_path: Path) -> None:
     before = json.loads(FIXTURE.read_text())
     after = json.loads(FIXTURE.read_text())
     for run in after["studies"][0]["runs"]:
         run["breakdown_s"]["dataloader"] -= 0.04
     page = tmp_path / "compare.html"
     page.write_text(render_compare(compare_docs(before, after), "html"), encoding="utf-8")
-    dom = _check_page(browser, page, tmp_path)
+    dom = _check_page(browser, page)
     assert "before and after" in dom
 
 
@@ -175,21 +142,19 @@ def test_png_decoder_on_a_known_image() -> None:
     assert img[4].tolist() == [[4, 5, 5], [7, 8, 8]]
 
 
-def test_real_sample_study_report(tmp_path: Path, analyzed_doc) -> None:
+def test_real_sample_study_report(browser: Browser, tmp_path: Path, analyzed_doc) -> None:
     """The demo study's own report (the README's screenshot comes from here); its document is
     the session's analysis of the shipped study (conftest's analyzed_doc, also drawn by the
     layout tests)."""
-    browser = _chromium()
     doc = analyzed_doc(ROOT / "sample_traces" / "sim_gpu_strong")
     page = tmp_path / "sample.html"
     page.write_text(render(doc, "html"), encoding="utf-8")
     assert page.stat().st_size < 5 * 1024 * 1024
-    dom = _check_page(browser, page, tmp_path)
+    dom = _check_page(browser, page)
     assert dom.count("<svg") >= 5
     shot = tmp_path / "sample.png"
-    res = _run(browser, tmp_path, f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri())
-    assert shot.exists(), res.stderr[-2000:]
-    assert decode_png(shot.read_bytes())[:, :, :3].astype(float).std() > 20
+    pixels = decode_png(_screenshot(browser, page, 1200, 2400, shot))
+    assert pixels[:, :, :3].astype(float).std() > 20
     if os.environ.get("TRACESCALE_WRITE_SCREENSHOT") == "1":
         (ROOT / "docs").mkdir(exist_ok=True)
         shutil.copyfile(shot, ROOT / "docs" / "report.png")

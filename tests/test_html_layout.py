@@ -12,15 +12,15 @@ tmp dir) for a person to look at. Needs chromium; skipped without it unless
 from __future__ import annotations
 
 import copy
+import html
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_html_chromium import FLAGS, _chromium
+from tests.headless import Browser, find_chromium
 from tracescale.report import render, render_compare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,48 +37,35 @@ FIXTURE = ROOT / "tests" / "fixtures" / "study_strong.json"
 PROBE = "<script>" + (Path(__file__).parent / "layout_probe.js").read_text() + "</script>"
 
 
-def _chrome(browser: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [browser, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
-
-
-def probe_layout(browser: str, page_html: str, width: int, tmp: Path, name: str) -> dict[str, Any]:
+def probe_layout(
+    browser: Browser, page_html: str, width: int, tmp: Path, name: str
+) -> dict[str, Any]:
     """Load the page at ``width`` px with the probe appended; its measurements as a dict."""
     page = tmp / f"{name}-{width}-probe.html"
     page.write_text(page_html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    res = _chrome(
-        browser,
-        tmp,
-        f"--window-size={width},1000",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=5000",
-        "--dump-dom",
-        page.as_uri(),
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert not [x for x in res.stderr.splitlines() if "Uncaught" in x], res.stderr[-2000:]
-    assert 'id="ts-error"' not in res.stdout, "the chart script failed"
-    m = re.search(r'<pre id="ts-layout">(.*?)</pre>', res.stdout, re.S)
+    loaded = browser.load(page, width, 1000)
+    assert not [x for x in loaded.uncaught + loaded.console if "Uncaught" in x], loaded.uncaught
+    assert 'id="ts-error"' not in loaded.dom, "the chart script failed"
+    m = re.search(r'<pre id="ts-layout">(.*?)</pre>', loaded.dom, re.S)
     assert m, "the layout probe did not run"
-    import html
-
     found: dict[str, Any] = json.loads(html.unescape(m.group(1)))
     return found
 
 
-def screenshot(browser: str, page_html: str, width: int, height: int, tmp: Path, out: Path) -> Path:
+def screenshot(
+    browser: Browser, page_html: str, width: int, height: int, tmp: Path, out: Path
+) -> Path:
     """A PNG of the page's top ``height`` px (all its charts) at ``width`` px."""
     page = tmp / f"{out.stem}.html"
     page.write_text(page_html, encoding="utf-8")
-    size = f"--window-size={width},{height}"
-    res = _chrome(browser, tmp, f"--screenshot={out}", size, page.as_uri())
-    assert out.exists(), res.stderr[-2000:]
+    png = browser.load(page, width, height, screenshot=True).png
+    assert png is not None
+    out.write_bytes(png)
     return out
 
 
 def check_page(
-    browser: str, page_html: str, name: str, tmp: Path, shots: Path, min_charts: int
+    browser: Browser, page_html: str, name: str, tmp: Path, shots: Path, min_charts: int
 ) -> None:
     """The layout rules at both widths, and a screenshot of each kept in ``shots``."""
     for width in WIDTHS:
@@ -99,13 +86,13 @@ def check_page(
 
 @pytest.fixture(scope="module")
 def sample_docs(analyzed_doc) -> dict[str, dict[str, Any]]:
-    _chromium()  # skip (or fail in CI) before analyzing what no browser will draw
+    find_chromium()  # skip (or fail in CI) before analyzing what no browser will draw
     return {name: analyzed_doc(ROOT / "sample_traces" / name) for name in SAMPLES}
 
 
 @pytest.fixture(scope="module")
 def shared_docs(analyzed_doc) -> dict[str, dict[str, Any]]:
-    _chromium()  # skip (or fail in CI) before analyzing what no browser will draw
+    find_chromium()  # skip (or fail in CI) before analyzing what no browser will draw
     root = ROOT.parent / "shared" / "traces"
     if not root.is_dir():
         pytest.skip(f"real traces not found at {root} (they sit beside the checkout in CI)")
@@ -121,17 +108,15 @@ def shots(artifacts_dir: Path) -> Path:
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_shipped_study_charts_have_no_overlapping_or_clipped_text(
-    sample_docs: dict[str, dict[str, Any]], name: str, tmp_path: Path, shots: Path
+    browser: Browser, sample_docs: dict[str, dict[str, Any]], name: str, tmp_path: Path, shots: Path
 ) -> None:
-    browser = _chromium()
     check_page(browser, render(sample_docs[name], "html"), name, tmp_path, shots, min_charts=5)
 
 
 @pytest.mark.parametrize("name", SHARED)
 def test_real_study_charts_have_no_overlapping_or_clipped_text(
-    shared_docs: dict[str, dict[str, Any]], name: str, tmp_path: Path, shots: Path
+    browser: Browser, shared_docs: dict[str, dict[str, Any]], name: str, tmp_path: Path, shots: Path
 ) -> None:
-    browser = _chromium()
     safe = name.replace("/", "_")
     check_page(browser, render(shared_docs[name], "html"), safe, tmp_path, shots, min_charts=3)
 
@@ -144,6 +129,7 @@ def test_real_study_charts_have_no_overlapping_or_clipped_text(
     ],
 )
 def test_compare_charts_real_pairs(
+    browser: Browser,
     shared_docs: dict[str, dict[str, Any]],
     analyzed_doc,
     name: str,
@@ -153,7 +139,6 @@ def test_compare_charts_real_pairs(
 ) -> None:
     from tracescale.comparison import compare_docs
 
-    browser = _chromium()
     root = ROOT.parent / "shared" / "traces"
     before, after = (analyzed_doc(root / p) for p in pair)
     doc = compare_docs(before, after, match="any")
@@ -173,11 +158,10 @@ def _many_ranks(n: int) -> dict[str, Any]:
     return doc
 
 
-def test_edge_cases_stay_readable(tmp_path: Path, shots: Path) -> None:
+def test_edge_cases_stay_readable(browser: Browser, tmp_path: Path, shots: Path) -> None:
     """32 and 256 ranks, a serial fraction above 100%, tiny step times, many world sizes."""
     from tracescale.comparison import compare_docs
 
-    browser = _chromium()
     doc = _many_ranks(32)
     doc["studies"].append(_many_ranks(256)["studies"][0])
     sc = doc["studies"][0]["scaling"]
@@ -199,9 +183,10 @@ def test_edge_cases_stay_readable(tmp_path: Path, shots: Path) -> None:
     check_page(browser, page, "edge_compare", tmp_path, shots, min_charts=1)
 
 
-def test_the_probe_sees_overlap_clipping_and_marks_outside(tmp_path: Path) -> None:
+def test_the_probe_sees_overlap_clipping_and_marks_outside(
+    browser: Browser, tmp_path: Path
+) -> None:
     """The checks above can fail: a page with each flaw drawn on purpose is reported."""
-    browser = _chromium()
     page = (
         '<!DOCTYPE html><html><body><div class="chart" style="width:400px"><h4>flawed</h4>'
         '<svg viewBox="0 0 300 100" width="300" height="100" data-plot="20 10 280 80">'

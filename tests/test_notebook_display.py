@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tracescale
-from tests.test_html_chromium import FLAGS, _chromium
+from tests.headless import Browser
 from tracescale.comparison import compare_docs
 from tracescale.report.inline import inline_report, scope_css
 from tracescale.study import Study
@@ -65,21 +65,16 @@ def _host_page(fragments: list[str], body_attrs: str = "") -> str:
     )
 
 
-def _probe(tmp: Path, name: str, page: str, *extra: str) -> dict[str, Any]:
-    import subprocess
-
-    browser = _chromium()
+def _probe(
+    browser: Browser, tmp: Path, name: str, page: str, *, dark: bool = False
+) -> dict[str, Any]:
+    """Load the host page (``dark``: in a dark OS theme); what its probe measured."""
     path = tmp / f"{name}.html"
     path.write_text(page, encoding="utf-8")
-    cmd = [browser, *FLAGS, f"--user-data-dir={tmp / ('profile-' + name)}", *extra]
-    cmd += ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom"]
-    res = subprocess.run(
-        [*cmd, path.as_uri()], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert res.returncode == 0, res.stderr[-2000:]
-    errors = [ln for ln in res.stderr.splitlines() if "Uncaught" in ln]
+    loaded = browser.load(path, 800, 600, dark=dark)
+    errors = [ln for ln in loaded.uncaught + loaded.console if "Uncaught" in ln]
     assert not errors, errors
-    m = re.search(r'<pre id="probe">(.*?)</pre>', res.stdout, re.S)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', loaded.dom, re.S)
     assert m, "the probe script did not run"
     text = m.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
     data: dict[str, Any] = json.loads(text.replace("&amp;", "&"))
@@ -157,11 +152,15 @@ def test_css_is_scoped_under_the_container() -> None:
     assert "@keyframes k { to { a: 1 } }" in out
 
 
-def test_two_reports_in_one_page_render_independently(tmp_path: Path) -> None:
+def test_two_reports_in_one_page_render_independently(browser: Browser, tmp_path: Path) -> None:
     study, cmp = _fixture_study(), _compare()
-    alone_s = _probe(tmp_path, "s", _host_page([inline_report(study.render("html"), "ts-a")]))
-    alone_c = _probe(tmp_path, "c", _host_page([inline_report(cmp.render("html"), "ts-b")]))
-    both = _probe(tmp_path, "both", _host_page([study._repr_html_(), cmp._repr_html_()]))
+    alone_s = _probe(
+        browser, tmp_path, "s", _host_page([inline_report(study.render("html"), "ts-a")])
+    )
+    alone_c = _probe(
+        browser, tmp_path, "c", _host_page([inline_report(cmp.render("html"), "ts-b")])
+    )
+    both = _probe(browser, tmp_path, "both", _host_page([study._repr_html_(), cmp._repr_html_()]))
     reports = both["reports"]
     assert len(reports) == 2
     assert all(r["ok"] and not r["error"] for r in reports), "each chart script finished"
@@ -180,20 +179,20 @@ def _lum(css_rgb: str) -> float:
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
-def test_colours_follow_the_notebook_theme(tmp_path: Path) -> None:
+def test_colours_follow_the_notebook_theme(browser: Browser, tmp_path: Path) -> None:
     frag = _fixture_study()._repr_html_()
     dark_body = 'data-jp-theme-light="false" style="background:#111418;color:#d8dde3"'
-    dark = _probe(tmp_path, "dark", _host_page([frag], dark_body))["reports"][0]
+    dark = _probe(browser, tmp_path, "dark", _host_page([frag], dark_body))["reports"][0]
     assert dark["td_color"] == "rgb(216, 221, 227)", "table text inherits the notebook's"
     assert dark["background"] == "rgba(0, 0, 0, 0)", "no light card on a dark notebook"
     assert _lum(dark["h3_color"]) > 140, "headings light enough on a dark background"
     marks = [m for m in dark["marks"] if m.startswith("rgb")]
     assert marks and not [m for m in marks if _lum(m) < 50], "no chart mark vanishes on dark"
     vscode_light = 'class="vscode-light" style="background:#fff;color:#1f1f1f"'
-    light = _probe(tmp_path, "light", _host_page([frag], vscode_light), "--force-dark-mode")
+    light = _probe(browser, tmp_path, "light", _host_page([frag], vscode_light), dark=True)
     light = light["reports"][0]
     assert light["td_color"] == "rgb(31, 31, 31)"
     assert _lum(light["h3_color"]) < 110, "the notebook's light theme wins over the OS"
     # A page with no theme of its own, in a dark OS theme: a dark card, light text.
-    plain = _probe(tmp_path, "plain", _host_page([frag]), "--force-dark-mode")["reports"][0]
+    plain = _probe(browser, tmp_path, "plain", _host_page([frag]), dark=True)["reports"][0]
     assert _lum(plain["background"]) < 60 and _lum(plain["td_color"]) > 180
