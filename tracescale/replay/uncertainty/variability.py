@@ -15,6 +15,7 @@ offsets; :func:`lateness` is how far the slowest of N ranks arrives after the me
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -72,6 +73,21 @@ class OffsetPool:
         if got is None:
             got = self._unit_max[n] = expected_max_of(mu_all, self.rest, n)
         return got * dev_scale
+
+    #: :meth:`at_least` by its floor: a pipeline's studies (the projection's and each lever's
+    #: scenario) read the same pools at ``beta`` 1, and one pool object keeps ``terms`` shared
+    _raised: dict[float, OffsetPool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def at_least(self, beta: float) -> OffsetPool:
+        """This pool with ``beta`` raised to at least ``beta`` (one object per floor)."""
+        if self.beta >= beta:
+            return self
+        got = self._raised.get(beta)
+        if got is None:
+            got = self._raised[beta] = dataclasses.replace(self, beta=beta)
+        return got
 
     def offsets(self, host_scale: float, dev_scale: float) -> F64:
         out = self.systematic + self.host * host_scale + self.rest * dev_scale
