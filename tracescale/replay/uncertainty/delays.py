@@ -88,13 +88,31 @@ class DelayModel:
         return float(hi - lo)
 
     def with_tail(self, tail: GPTail | None) -> DelayModel:
+        if tail is None:  # the draws alone: an end of every interval, one object for them all
+            return self._untailed
         return DelayModel(self.draws, tail)
+
+    @functools.cached_property
+    def _untailed(self) -> DelayModel:
+        return DelayModel(self.draws, None)
 
     def resample(self, i: int) -> F64:
         """The i-th bootstrap resample (sorted), regenerated from its own seed."""
         return _resample(self.draws, self.seed, i)
 
     def ends(self, n: int) -> tuple[DelayModel, DelayModel]:
+        """:meth:`_ends`, worked out once per ``n`` (each projected N asks it per position, for
+        its interval and the levers' replays): the same models back, their grids kept."""
+        got = self._ends_memo.get(n)
+        if got is None:
+            got = self._ends_memo[n] = self._ends(n)
+        return got
+
+    @functools.cached_property
+    def _ends_memo(self) -> dict[int, tuple[DelayModel, DelayModel]]:
+        return {}
+
+    def _ends(self, n: int) -> tuple[DelayModel, DelayModel]:
         """The bootstrap models whose slowest of ``n`` ranks sits at the 5th and 95th
         percentile. With a tail they are ordered by the quantile the maximum typically reaches,
         ``1 - 0.5/n`` (a refit's shape and scale move together, so neither alone orders them);
