@@ -7,7 +7,9 @@ with durations scaled to another world size it is the projection.
 
 from __future__ import annotations
 
+import array
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,14 +140,16 @@ def replay(
         return Replayed(start, end, step_times(graph, start, end))
     if n <= LIST_NODES:
         order = graph.order
-        d_o, w_o = d[order].tolist(), wait[order].tolist()
+        # the per-call columns in pass order, read as Python numbers while the loop walks them
+        d_o, w_o = _view(d[order]), _view(wait[order])
         if anchor is None:
             sl, el = _plain_pass(_program(graph, lag, fixed, tail, release), d_o, w_o, n, n_res)
         else:
-            late = (anchors[order].tolist(), offs[order].tolist())
+            late = (_view(anchors[order]), _view(offs[order]))
             sl, el = _anchored_pass(_program(graph, lag, fixed, tail, release), d_o, w_o, *late,
                                     n, n_res)  # fmt: skip
-        sa, ea = np.array(sl, dtype=np.float64), np.array(el, dtype=np.float64)
+        sa = np.frombuffer(sl, dtype=np.float64).copy()  # writable, as the arrays replay returns
+        ea = np.fromiter(el, dtype=np.float64, count=n)
         return Replayed(sa, ea, step_times(graph, sa, ea))
     o, k, r, j, j2, lg, fx, tl, rel = _static_columns(graph, lag, fixed, tail, release)
     out = (_view(np.zeros(n)), _view(np.zeros(n)))
@@ -199,13 +203,13 @@ def _program(graph: Graph, *times: npt.NDArray[Any]) -> list[tuple[Any, ...]]:
 
 
 def _plain_pass(
-    prog: list[tuple[Any, ...]], d: list[float], pre: list[float], n: int, n_res: int
-) -> tuple[list[float], list[float]]:
+    prog: list[tuple[Any, ...]], d: Iterable[float], pre: Iterable[float], n: int, n_res: int
+) -> tuple[array.array[float], list[float]]:
     """:func:`_pass` without anchors, in plain Python over :func:`_program` (``d``/``pre`` in
     pass order): the same comparisons and sums in the same order, so the same numbers (tested
     against :func:`_pass`). A node's resource is read once: nothing before its own end moves
     it."""
-    start = [0.0] * n
+    start = array.array("d", bytes(8 * n))  # written once a node, read by no node
     end = [0.0] * n
     free = [-1e18] * n_res
     synced = [-1e18] * n_res
@@ -244,16 +248,16 @@ def _plain_pass(
 
 def _anchored_pass(
     prog: list[tuple[Any, ...]],
-    d: list[float],
-    pre: list[float],
-    anchor: list[int],
-    off: list[float],
+    d: Iterable[float],
+    pre: Iterable[float],
+    anchor: Iterable[int],
+    off: Iterable[float],
     n: int,
     n_res: int,
-) -> tuple[list[float], list[float]]:
+) -> tuple[array.array[float], list[float]]:
     """:func:`_plain_pass` with each node no earlier than ``off`` after its anchor was ready
     (``anchor``/``off`` in pass order, -1: none), as :func:`_pass` places them."""
-    start = [0.0] * n
+    start = array.array("d", bytes(8 * n))  # written once a node, read by no node
     end = [0.0] * n
     ready = [0.0] * n
     free = [-1e18] * n_res
