@@ -220,10 +220,10 @@ class ReplayStudy(SlowestRankWaits):
             host = np.zeros(len(c))
             p2p_law = self.p2p or CONSTANT
             bubble = self._bubble_ratio() if infinite else None
+            r = p2p_law.ratio(1e12 if infinite else n, ref, alt)  # every p2p row's
             for i, row in enumerate(cols["rows"]):
                 kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest = row
                 if cols["p2p"][i]:  # the pipeline's dependency: its own law, no slowest-rank wait
-                    r = p2p_law.ratio(1e12 if infinite else n, ref, alt)
                     new[i] = (transfer + wait) * (r if bubble is None else bubble)
                     if comm_end > 0 and not infinite:  # the links' slow end: unmeasured hops
                         new[i] *= self._hop_factor(n)

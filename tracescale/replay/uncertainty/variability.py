@@ -89,6 +89,18 @@ class OffsetPool:
             got = self._raised[beta] = dataclasses.replace(self, beta=beta)
         return got
 
+    _by_rank: list[F64] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def rank_offsets(self) -> F64:
+        """Each measured rank's systematic offset, in rank order (worked out once: every
+        slowest-rank question at this position starts from it); read-only."""
+        if not self._by_rank:
+            _, first = np.unique(self.rank, return_index=True)
+            mu = self.systematic[first]
+            mu.flags.writeable = False
+            self._by_rank.append(mu)
+        return self._by_rank[0]
+
     def offsets(self, host_scale: float, dev_scale: float) -> F64:
         out = self.systematic + self.host * host_scale + self.rest * dev_scale
         return np.asarray(out, dtype=np.float64)
@@ -315,8 +327,7 @@ def lateness(
     pool (scaled by ``dev_scale``); measured ranks keep their systematic offsets, further ranks
     get the median one. Without pooled delays only the device jitter is drawn.
     """
-    _, first = np.unique(pool.rank, return_index=True)
-    mu_all = pool.systematic[first]
+    mu_all = pool.rank_offsets()
     b = pool.beta * host_scale
     rest = pool.rest * dev_scale
     if delays is None or not reaches(pool, delays, host_scale, dev_scale):
