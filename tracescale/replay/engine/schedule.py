@@ -161,11 +161,10 @@ def replay(
     return Replayed(sa, ea, step_times(graph, sa, ea))
 
 
-#: Nodes up to which the plain pass walks Python lists (:func:`_plain_pass`), beyond which
-#: :func:`_pass` reads memoryviews of the arrays. Indexing a list is about five times faster
-#: than indexing a memoryview (0.44 against 2.7 us a node, measured on a 4.9k-node pipeline
-#: graph), but a list holds a Python object per node (about 32 bytes against 8), and on a graph
-#: of a million nodes the thirteen lists were the peak of a one-job analyze; there the compiled
+#: Nodes up to which the plain passes walk the graph's program (:func:`_program`: a tuple of
+#: Python numbers per node), beyond which :func:`_pass` reads memoryviews of the arrays.
+#: Python objects per node cost some hundred bytes against 8 a column, and on a graph of a
+#: million nodes such per-node lists were the peak of a one-job analyze; there the compiled
 #: pass takes over anyway.
 LIST_NODES = 200_000
 
