@@ -149,10 +149,16 @@ class ReplayStudy(SlowestRankWaits):
 
     def replay_at(self, n: int, **how: Any) -> Replayed:
         """The base graph replayed at ``n`` (``how``: :meth:`split_durations`' options), the
-        slowest rank's lateness carried to the step's later collectives (``engine.late``)."""
-        dur, pre, _ = self.split_durations(n, **how)
-        anchor, late = self._memo[("late", n, *_how_key(how))]
-        return replay_late(self.base.graph, dur, pre, anchor, late)
+        slowest rank's lateness carried to the step's later collectives (``engine.late``);
+        kept as the durations are (a breakdown asks again for the replay its steps came from)."""
+        got = self._memo.get(("replay", n, *_how_key(how)))
+        if got is None:
+            dur, pre, _ = self.split_durations(n, **how)
+            anchor, late = self._memo[("late", n, *_how_key(how))]
+            got = replay_late(self.base.graph, dur, pre, anchor, late)
+            self._memo[("replay", n, *_how_key(how))] = got
+        out: Replayed = got
+        return out
 
     def split_durations(
         self,
@@ -172,7 +178,7 @@ class ReplayStudy(SlowestRankWaits):
             got[1].flags.writeable = False
             self._memo[key] = got = tuple(got)
             self._memo[("late", n, alt, infinite, comm_end, tail_alt)] = late
-            for kind in ("split", "late"):
+            for kind in ("split", "late", "replay"):
                 kept = [k for k in self._memo if k[0] == kind]
                 for old in kept[: max(len(kept) - SPLITS_KEPT, 0)]:
                     del self._memo[old]  # arrays per node: a million-step graph's are GBs
