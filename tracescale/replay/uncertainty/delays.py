@@ -207,14 +207,20 @@ class DelayModel:
         if self.tail is None:
             q = np.arange(1, m + 1, dtype=np.float64) / m
             return q, d
-        body = d[d <= self.tail.u]
-        if len(body) > _BODY_POINTS:
-            body = np.quantile(body, np.linspace(0.0, 1.0, _BODY_POINTS))
-        qb = np.linspace(0.0, self.tail.p_u, len(body) + 1)[1:]
+        body, qb = self._body_grid
         top = 1.0 - _TOP / max(n, 1)
         r = np.geomspace(1.0, (1.0 - top) / (1.0 - self.tail.p_u), _TAIL_POINTS)[1:]
         qt = 1.0 - (1.0 - self.tail.p_u) * r
         return np.concatenate([qb, qt]), np.concatenate([body, self.tail.quantile(qt)])
+
+    @functools.cached_property
+    def _body_grid(self) -> tuple[F64, F64]:
+        """The body's delays and probabilities on the grid (the same at every ``n``)."""
+        assert self.tail is not None
+        body = self.draws[self.draws <= self.tail.u]
+        if len(body) > _BODY_POINTS:
+            body = np.quantile(body, np.linspace(0.0, 1.0, _BODY_POINTS))
+        return body, np.linspace(0.0, self.tail.p_u, len(body) + 1)[1:]
 
     def mean(self) -> float:
         t = self.tail
