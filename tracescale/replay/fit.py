@@ -7,7 +7,9 @@ many world sizes. Keeping them apart keeps each readable on its own."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -53,6 +55,24 @@ def fit_replay(
             [r.world_size for r in runs], [r.kernels for r in runs], [r.device_factor for r in runs]
         )
     )
+    # The pooled delays' tail tests are numpy work outside the GIL, most of a fit's time, and
+    # read only the runs and the laws: they run beside the rest of the fit (the links, the
+    # mesh, the validation fit and its replays, which are plain Python) and join it at the end.
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        pooled = beside.submit(pooled_delays, runs, laws)
+        study = _rest_of_fit(runs, laws, gpus_per_node, inter_bandwidth, inter_latency, validate)
+        return dataclasses.replace(study, delays=pooled.result())
+
+
+def _rest_of_fit(
+    runs: tuple[RunReplay, ...],
+    laws: dict[str, Law],
+    gpus_per_node: int | None,
+    inter_bandwidth: float | None,
+    inter_latency: float | None,
+    validate: bool,
+) -> ReplayStudy:
+    """:func:`fit_replay` past the laws, without the pooled delays."""
     # p2p nodes hold the pipeline's waits, not a transfer: no link is fitted on them
     frames = [
         as_table(r.coll)[~p2p_rows(r.coll)].assign(world_size=r.world_size)
@@ -74,7 +94,6 @@ def fit_replay(
     chunks = {r.world_size: read_virtual(r) for r in runs if pipeline[r.world_size]}
     mesh = run_meshes(inst, group_roles(inst, gpus_per_node), pipeline, gpus_per_node, chunks)
     comm = hop_link(comm, crossing_hop(runs, mesh, gpus_per_node))
-    delays = pooled_delays(runs, laws)
     warnings: list[str] = []
     validation = 0.0
     if validate and len(runs) >= 3 and same_tiers(runs, gpus_per_node):
@@ -96,7 +115,6 @@ def fit_replay(
         comm=comm,
         warnings=tuple(warnings),
         validation_error=validation,
-        delays=delays,
         p2p=fit_p2p_law(runs, mesh, gpus_per_node),
         mesh=mesh,
     )

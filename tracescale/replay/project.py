@@ -154,10 +154,16 @@ class ReplayStudy(SlowestRankWaits):
 
     def replay_at(self, n: int, **how: Any) -> Replayed:
         """The base graph replayed at ``n`` (``how``: :meth:`split_durations`' options), the
-        slowest rank's lateness carried to the step's later collectives (``engine.late``)."""
-        dur, pre, _ = self.split_durations(n, **how)
-        anchor, late = self._memo[("late", n, *_how_key(how))]
-        return replay_late(self.base.graph, dur, pre, anchor, late)
+        slowest rank's lateness carried to the step's later collectives (``engine.late``);
+        kept as the durations are (a breakdown asks again for the replay its steps came from)."""
+        got = self._memo.get(("replay", n, *_how_key(how)))
+        if got is None:
+            dur, pre, _ = self.split_durations(n, **how)
+            anchor, late = self._memo[("late", n, *_how_key(how))]
+            got = replay_late(self.base.graph, dur, pre, anchor, late)
+            self._memo[("replay", n, *_how_key(how))] = got
+        out: Replayed = got
+        return out
 
     def split_durations(
         self,
@@ -177,8 +183,8 @@ class ReplayStudy(SlowestRankWaits):
             got[1].flags.writeable = False
             self._memo[key] = got = tuple(got)
             self._memo[("late", n, alt, infinite, comm_end, tail_alt)] = late
-            for kind in ("split", "late"):
-                keep = max(1, min(SPLITS_KEPT, SPLIT_BYTES // max(32 * len(got[0]), 1)))
+            keep = max(1, min(SPLITS_KEPT, SPLIT_BYTES // max(32 * len(got[0]), 1)))
+            for kind in ("split", "late", "replay"):
                 kept = [k for k in self._memo if k[0] == kind]
                 for old in kept[: max(len(kept) - keep, 0)]:
                     del self._memo[old]  # arrays per node: a million-step graph's are GBs
@@ -226,10 +232,10 @@ class ReplayStudy(SlowestRankWaits):
             host = np.zeros(len(c))
             p2p_law = self.p2p or CONSTANT
             bubble = self._bubble_ratio() if infinite else None
+            r = p2p_law.ratio(1e12 if infinite else n, ref, alt)  # every p2p row's
             for i, row in enumerate(cols["rows"]):
                 kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest = row
                 if cols["p2p"][i]:  # the pipeline's dependency: its own law, no slowest-rank wait
-                    r = p2p_law.ratio(1e12 if infinite else n, ref, alt)
                     new[i] = (transfer + wait) * (r if bubble is None else bubble)
                     if comm_end > 0 and not infinite:  # the links' slow end: unmeasured hops
                         new[i] *= self._hop_factor(n)

@@ -10,7 +10,6 @@ rests mostly on that wait (:func:`straggler_warning`, read from the same delays)
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,10 +116,7 @@ class SlowestRankWaits:
         if got is None:
             c = self.runs[-1].coll
             pipeline = bool(len(c) and p2p_rows(c).any())
-            got = {
-                k: dataclasses.replace(v, beta=max(v.beta, 1.0)) if pipeline else v
-                for k, v in self.runs[-1].offsets.items()
-            }
+            got = {k: v.at_least(1.0) if pipeline else v for k, v in self.runs[-1].offsets.items()}
             self._memo[("pools",)] = got
         out: dict[int, OffsetPool] = got
         return out

@@ -7,7 +7,9 @@ with durations scaled to another world size it is the projection.
 
 from __future__ import annotations
 
+import array
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,55 +138,175 @@ def replay(
             np.full(n_res, -1e18),
         )  # fmt: skip
         return Replayed(start, end, step_times(graph, start, end))
-    order, kinds, res, dep, dep2, lags, fixeds, tails, releases = _static_columns(
-        graph, lag, fixed, tail, release
-    )
-    conv = _column if n <= LIST_NODES else _view
-    out = (conv(np.zeros(n)), conv(np.zeros(n)))
+    if n <= LIST_NODES:
+        order = graph.order
+        # the per-call columns in pass order, read as Python numbers while the loop walks them
+        d_o, w_o = _view(d[order]), _view(wait[order])
+        if anchor is None:
+            sl, el = _plain_pass(_program(graph, lag, fixed, tail, release), d_o, w_o, n, n_res)
+        else:
+            late = (_view(anchors[order]), _view(offs[order]))
+            sl, el = _anchored_pass(_program(graph, lag, fixed, tail, release), d_o, w_o, *late,
+                                    n, n_res)  # fmt: skip
+        sa = np.frombuffer(sl, dtype=np.float64).copy()  # writable, as the arrays replay returns
+        ea = np.fromiter(el, dtype=np.float64, count=n)
+        return Replayed(sa, ea, step_times(graph, sa, ea))
+    o, k, r, j, j2, lg, fx, tl, rel = _static_columns(graph, lag, fixed, tail, release)
+    out = (_view(np.zeros(n)), _view(np.zeros(n)))
     _pass(
-        order, kinds, res, dep, dep2, conv(d), lags, fixeds, tails, releases, conv(wait),
-        conv(anchors), conv(offs), conv(ready), out[0], out[1], [-1e18] * n_res, [-1e18] * n_res,
+        o, k, r, j, j2, _view(d), lg, fx, tl, rel, _view(wait), _view(anchors), _view(offs),
+        _view(ready), out[0], out[1], [-1e18] * n_res, [-1e18] * n_res,
     )  # fmt: skip
-    sa, ea = (np.asarray(o, dtype=np.float64) for o in out)
+    sa, ea = (np.asarray(v, dtype=np.float64) for v in out)
     return Replayed(sa, ea, step_times(graph, sa, ea))
 
 
-#: Nodes up to which the plain pass reads Python lists, beyond which memoryviews of the arrays.
-#: Indexing a list is about five times faster than indexing a memoryview (0.44 against 2.7 us
-#: a node, measured on a 4.9k-node pipeline graph), but a list holds a Python object per node
-#: (about 32 bytes against 8), and on a graph of a million nodes the thirteen lists were the
-#: peak of a one-job analyze; there the compiled pass takes over anyway.
+#: Nodes up to which the plain passes walk the graph's program (:func:`_program`: a tuple of
+#: Python numbers per node), beyond which :func:`_pass` reads memoryviews of the arrays.
+#: Python objects per node cost some hundred bytes against 8 a column, and on a graph of a
+#: million nodes such per-node lists were the peak of a one-job analyze; there the compiled
+#: pass takes over anyway.
 LIST_NODES = 200_000
 
-#: graph id -> (graph's weak reference, its fixed columns as lists or views): a projection
-#: replays one graph dozens of times, and converting the columns that never change (order,
-#: kinds, resources, dependencies, lags, releases) cost more than the pass itself.
-_STATIC: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+#: graph id -> (graph's weak reference, its fixed pass columns): a projection replays one graph
+#: dozens of times, and converting the columns that never change (order, kinds, resources,
+#: dependencies, lags, releases) cost more than the pass itself.
+_STATIC: dict[int, tuple[Any, Any]] = {}
 
 
-def _static_columns(
-    graph: Graph,
-    lag: npt.NDArray[Any],
-    fixed: npt.NDArray[Any],
-    tail: npt.NDArray[Any],
-    release: npt.NDArray[Any],
-) -> tuple[Any, ...]:
-    """``graph``'s unchanging pass columns (order, kind, res, dep, dep2, lag, fixed, tail,
-    release), converted once per graph object and dropped with it."""
+def _cached(graph: Graph, tag: str, make: Any) -> Any:
+    """``make()`` once per graph object and ``tag``, dropped with the graph."""
     key = id(graph)
     hit = _STATIC.get(key)
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    conv = _column if len(graph) <= LIST_NODES else _view
-    fixed_columns = (graph.order, graph.kind, graph.res, graph.dep, graph.dep2, lag, fixed, tail)
-    cols = tuple(conv(c) for c in (*fixed_columns, release))
-    _STATIC[key] = (weakref.ref(graph, lambda _: _STATIC.pop(key, None)), cols)
-    return cols
+    if hit is None or hit[0]() is not graph:
+        hit = _STATIC[key] = (weakref.ref(graph, lambda _: _STATIC.pop(key, None)), {})
+    got = hit[1].get(tag)
+    if got is None:
+        got = hit[1][tag] = make()
+    return got
 
 
-def _column(values: npt.NDArray[Any]) -> list[Any]:
-    """``values`` as a Python list (the fast plain-loop form for graphs up to ``LIST_NODES``)."""
-    out: list[Any] = values.tolist()
+def _program(graph: Graph, *times: npt.NDArray[Any]) -> list[tuple[Any, ...]]:
+    """``graph``'s fixed pass columns in pass order, one tuple per node (node, resource,
+    release, dependency, its lag, second dependency, kind, a sync's fixed time and its tail):
+    the plain pass unpacks one tuple a node instead of indexing nine lists."""
+
+    def make() -> list[tuple[Any, ...]]:
+        o = graph.order
+        lag, fixed, tail, release = times
+        cols = (graph.res, release, graph.dep, lag, graph.dep2, graph.kind, fixed, tail)
+        return list(zip(o.tolist(), *(c[o].tolist() for c in cols), strict=True))
+
+    out: list[tuple[Any, ...]] = _cached(graph, "program", make)
+    return out
+
+
+def _plain_pass(
+    prog: list[tuple[Any, ...]], d: Iterable[float], pre: Iterable[float], n: int, n_res: int
+) -> tuple[array.array[float], list[float]]:
+    """:func:`_pass` without anchors, in plain Python over :func:`_program` (``d``/``pre`` in
+    pass order): the same comparisons and sums in the same order, so the same numbers (tested
+    against :func:`_pass`). A node's resource is read once: nothing before its own end moves
+    it."""
+    start = array.array("d", bytes(8 * n))  # written once a node, read by no node
+    end = [0.0] * n
+    free = [-1e18] * n_res
+    synced = [-1e18] * n_res
+    for (i, r, s, j, lg, j2, k, fx, tl), di, p in zip(prog, d, pre, strict=True):
+        fr = free[r]
+        if fr > synced[r] and fr > s:
+            s = fr
+        if j >= 0:
+            t = end[j] + lg
+            if t > s:
+                s = t
+        if k != SYNC:
+            if j2 >= 0 and end[j2] > s:
+                s = end[j2]
+            s += p
+            if fr > s:
+                s = fr
+            e = s + di
+        else:
+            s += p
+            if fr > s:
+                s = fr
+            if j2 < 0:
+                e = s + di
+            else:
+                e = s + fx
+                t2 = end[j2] + tl
+                if t2 > e:
+                    e = t2
+        start[i] = s
+        end[i] = e
+        free[r] = e
+        synced[r] = e if k == DCOLL else -1e18
+    return start, end
+
+
+def _anchored_pass(
+    prog: list[tuple[Any, ...]],
+    d: Iterable[float],
+    pre: Iterable[float],
+    anchor: Iterable[int],
+    off: Iterable[float],
+    n: int,
+    n_res: int,
+) -> tuple[array.array[float], list[float]]:
+    """:func:`_plain_pass` with each node no earlier than ``off`` after its anchor was ready
+    (``anchor``/``off`` in pass order, -1: none), as :func:`_pass` places them."""
+    start = array.array("d", bytes(8 * n))  # written once a node, read by no node
+    end = [0.0] * n
+    ready = [0.0] * n
+    free = [-1e18] * n_res
+    synced = [-1e18] * n_res
+    for (i, r, s, j, lg, j2, k, fx, tl), di, p, a, of in zip(
+        prog, d, pre, anchor, off, strict=True
+    ):
+        fr = free[r]
+        if fr > synced[r] and fr > s:
+            s = fr
+        if j >= 0:
+            t = end[j] + lg
+            if t > s:
+                s = t
+        if k != SYNC and j2 >= 0 and end[j2] > s:
+            s = end[j2]
+        ready[i] = s
+        s += p
+        if a >= 0:
+            t = ready[a] + of
+            if t > s:
+                s = t
+        if fr > s:
+            s = fr
+        if k == SYNC and j2 >= 0:
+            e = s + fx
+            t2 = end[j2] + tl
+            if t2 > e:
+                e = t2
+        else:
+            e = s + di
+        start[i] = s
+        end[i] = e
+        free[r] = e
+        synced[r] = e if k == DCOLL else -1e18
+    return start, end
+
+
+def _static_columns(graph: Graph, *times: npt.NDArray[Any]) -> tuple[Any, ...]:
+    """``graph``'s unchanging pass columns (order, kind, res, dep, dep2, lag, fixed, tail,
+    release) as memoryviews for :func:`_pass`, converted once per graph object."""
+    cols: tuple[npt.NDArray[Any], ...] = (
+        graph.order,
+        graph.kind,
+        graph.res,
+        graph.dep,
+        graph.dep2,
+        *times,
+    )
+    out: tuple[Any, ...] = _cached(graph, "views", lambda: tuple(_view(c) for c in cols))
     return out
 
 

@@ -88,13 +88,31 @@ class DelayModel:
         return float(hi - lo)
 
     def with_tail(self, tail: GPTail | None) -> DelayModel:
+        if tail is None:  # the draws alone: an end of every interval, one object for them all
+            return self._untailed
         return DelayModel(self.draws, tail)
+
+    @functools.cached_property
+    def _untailed(self) -> DelayModel:
+        return DelayModel(self.draws, None)
 
     def resample(self, i: int) -> F64:
         """The i-th bootstrap resample (sorted), regenerated from its own seed."""
         return _resample(self.draws, self.seed, i)
 
     def ends(self, n: int) -> tuple[DelayModel, DelayModel]:
+        """:meth:`_ends`, worked out once per ``n`` (each projected N asks it per position, for
+        its interval and the levers' replays): the same models back, their grids kept."""
+        got = self._ends_memo.get(n)
+        if got is None:
+            got = self._ends_memo[n] = self._ends(n)
+        return got
+
+    @functools.cached_property
+    def _ends_memo(self) -> dict[int, tuple[DelayModel, DelayModel]]:
+        return {}
+
+    def _ends(self, n: int) -> tuple[DelayModel, DelayModel]:
         """The bootstrap models whose slowest of ``n`` ranks sits at the 5th and 95th
         percentile. With a tail they are ordered by the quantile the maximum typically reaches,
         ``1 - 0.5/n`` (a refit's shape and scale move together, so neither alone orders them);
@@ -189,14 +207,20 @@ class DelayModel:
         if self.tail is None:
             q = np.arange(1, m + 1, dtype=np.float64) / m
             return q, d
-        body = d[d <= self.tail.u]
-        if len(body) > _BODY_POINTS:
-            body = np.quantile(body, np.linspace(0.0, 1.0, _BODY_POINTS))
-        qb = np.linspace(0.0, self.tail.p_u, len(body) + 1)[1:]
+        body, qb = self._body_grid
         top = 1.0 - _TOP / max(n, 1)
         r = np.geomspace(1.0, (1.0 - top) / (1.0 - self.tail.p_u), _TAIL_POINTS)[1:]
         qt = 1.0 - (1.0 - self.tail.p_u) * r
         return np.concatenate([qb, qt]), np.concatenate([body, self.tail.quantile(qt)])
+
+    @functools.cached_property
+    def _body_grid(self) -> tuple[F64, F64]:
+        """The body's delays and probabilities on the grid (the same at every ``n``)."""
+        assert self.tail is not None
+        body = self.draws[self.draws <= self.tail.u]
+        if len(body) > _BODY_POINTS:
+            body = np.quantile(body, np.linspace(0.0, 1.0, _BODY_POINTS))
+        return body, np.linspace(0.0, self.tail.p_u, len(body) + 1)[1:]
 
     def mean(self) -> float:
         t = self.tail

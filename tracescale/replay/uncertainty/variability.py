@@ -15,6 +15,7 @@ offsets; :func:`lateness` is how far the slowest of N ranks arrives after the me
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -72,6 +73,33 @@ class OffsetPool:
         if got is None:
             got = self._unit_max[n] = expected_max_of(mu_all, self.rest, n)
         return got * dev_scale
+
+    #: :meth:`at_least` by its floor: a pipeline's studies (the projection's and each lever's
+    #: scenario) read the same pools at ``beta`` 1, and one pool object keeps ``terms`` shared
+    _raised: dict[float, OffsetPool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def at_least(self, beta: float) -> OffsetPool:
+        """This pool with ``beta`` raised to at least ``beta`` (one object per floor)."""
+        if self.beta >= beta:
+            return self
+        got = self._raised.get(beta)
+        if got is None:
+            got = self._raised[beta] = dataclasses.replace(self, beta=beta)
+        return got
+
+    _by_rank: list[F64] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def rank_offsets(self) -> F64:
+        """Each measured rank's systematic offset, in rank order (worked out once: every
+        slowest-rank question at this position starts from it); read-only."""
+        if not self._by_rank:
+            _, first = np.unique(self.rank, return_index=True)
+            mu = self.systematic[first]
+            mu.flags.writeable = False
+            self._by_rank.append(mu)
+        return self._by_rank[0]
 
     def offsets(self, host_scale: float, dev_scale: float) -> F64:
         out = self.systematic + self.host * host_scale + self.rest * dev_scale
@@ -299,8 +327,7 @@ def lateness(
     pool (scaled by ``dev_scale``); measured ranks keep their systematic offsets, further ranks
     get the median one. Without pooled delays only the device jitter is drawn.
     """
-    _, first = np.unique(pool.rank, return_index=True)
-    mu_all = pool.systematic[first]
+    mu_all = pool.rank_offsets()
     b = pool.beta * host_scale
     rest = pool.rest * dev_scale
     if delays is None or not reaches(pool, delays, host_scale, dev_scale):

@@ -194,18 +194,18 @@ def cross_stream(
     waits: list[int] = []
     if sync_cat >= 0:
         waits = np.flatnonzero((ev.cat == sync_cat) & (ev.wait_on_stream >= 0)).tolist()
-    for w in waits:
+    at = np.asarray(waits, dtype=np.int64)  # each wait's call and record, looked up at once
+    calls_of = corr.find(ev.correlation[at].astype(np.int64)).tolist()
+    recs_of = corr.find(ev.wait_on_corr[at].astype(np.int64)).tolist()
+    for w, call, rec in zip(waits, calls_of, recs_of, strict=True):
         if strings[ev.name[w]] != "Stream Wait Event":
             continue
-        call = int(corr.find(np.array([ev.correlation[w]], dtype=np.int64))[0])
         if call < 0:
             continue
         covered.add(call)
         limit = int(ev.start[call])
-        if ev.wait_on_corr[w] >= 0:
-            rec = int(corr.find(np.array([ev.wait_on_corr[w]], dtype=np.int64))[0])
-            if rec >= 0:
-                limit = int(ev.start[rec])
+        if ev.wait_on_corr[w] >= 0 and rec >= 0:
+            limit = int(ev.start[rec])
         dv.link(producers, awaited, int(ev.start[call]), limit, int(ev.stream[w]),
                 int(ev.wait_on_stream[w]))  # fmt: skip
     names = ev.name[call_events]
