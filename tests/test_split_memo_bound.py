@@ -26,7 +26,7 @@ def test_entries_past_the_byte_bound_keep_only_the_latest(
     simulate([1, 2], tmp_path, steps=5, seed=1, params=make_params({"layers": 2}),
              compresslevel=1)  # fmt: skip
     _, study = analyze_keeping_replay(tmp_path, [4])
-    small = len(study.base.graph) * 32 * 3  # three entries' bytes
+    small = len(study.base.graph) * project.ENTRY_BYTES_PER_NODE * 3  # three entries
     first = np.array(study.split_durations(3)[0])
     for n in (5, 6, 7):
         study.split_durations(n)

@@ -68,10 +68,14 @@ _MIN_ERROR = 0.02
 #: a projection asks for its world size's few variants together, so a few suffice.
 SPLITS_KEPT = 8
 #: Bytes of those arrays one study keeps at most (never fewer than the latest entry): each
-#: entry is four arrays per node (32 bytes a node), and the levers' scenario studies each keep
+#: entry is six arrays per node, and the levers' scenario studies each keep
 #: their own. On a 1.4M-node graph (a 200 MB rank) eight entries in each of six studies were
 #: most of a whole analyze's peak (1.2 GB of 1.7 GB).
 SPLIT_BYTES = 64 * 2**20
+#: An entry's bytes per node: the durations, waits, anchors and offsets (32) and the replay's
+#: starts and ends (16), kept only where one whole entry fits in ``SPLIT_BYTES`` (the replay
+#: memo saves a few repeated replays of a small graph; on a 1.4M-node graph it held 135 MB).
+ENTRY_BYTES_PER_NODE = 48
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,8 @@ class ReplayStudy(SlowestRankWaits):
             dur, pre, _ = self.split_durations(n, **how)
             anchor, late = self._memo[("late", n, *_how_key(how))]
             got = replay_late(self.base.graph, dur, pre, anchor, late)
-            self._memo[("replay", n, *_how_key(how))] = got
+            if ENTRY_BYTES_PER_NODE * len(self.base.graph) <= SPLIT_BYTES:
+                self._memo[("replay", n, *_how_key(how))] = got
         out: Replayed = got
         return out
 
@@ -183,7 +188,8 @@ class ReplayStudy(SlowestRankWaits):
             got[1].flags.writeable = False
             self._memo[key] = got = tuple(got)
             self._memo[("late", n, alt, infinite, comm_end, tail_alt)] = late
-            keep = max(1, min(SPLITS_KEPT, SPLIT_BYTES // max(32 * len(got[0]), 1)))
+            entry = ENTRY_BYTES_PER_NODE * max(len(got[0]), 1)
+            keep = max(1, min(SPLITS_KEPT, SPLIT_BYTES // entry))
             for kind in ("split", "late", "replay"):
                 kept = [k for k in self._memo if k[0] == kind]
                 for old in kept[: max(len(kept) - keep, 0)]:
