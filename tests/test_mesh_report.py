@@ -197,14 +197,14 @@ def test_held_by_collective_is_counted() -> None:
 
 
 def test_moe_no_waits_names_the_held_rule(tmp_path: Path) -> None:
-    """MoE without stream-wait records (test_moe_zero's study, seed 1): at N=8 two kernels are
+    """MoE without stream-wait records (test_moe_zero's study, seed 1): at N=8 three kernels are
     linked to the collective that held them by the rule alone, and the assumptions name it with
     that count; the mesh reads the all-to-all group as expert parallel though its description
     says tensor parallel, and says so."""
     p = replace(VARIANTS["moe/no-waits"](), layers=4, steps=4)
     build_study(p, str(tmp_path))
     entry, rs = _analyze(tmp_path, [16])
-    assert [(r.world_size, r.graph.held_waits) for r in rs.runs] == [(1, 0), (2, 0), (4, 3), (8, 2)]
+    assert [(r.world_size, r.graph.held_waits) for r in rs.runs] == [(1, 0), (2, 0), (4, 3), (8, 3)]
     held = rs.base.graph.held_waits
     said = [a for a in entry["scaling"]["replay"]["assumptions"] if "0-5 us" in a]
     assert said == [

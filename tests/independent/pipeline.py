@@ -157,12 +157,19 @@ class _Rank:
         self.p2p_iv: list[tuple[float, float]] = []  # this step's p2p kernels
         self.other_iv: list[tuple[float, float]] = []  # this step's other device work
         self.waited = 0.0
+        self._factors: list[float] = []
+        self._block = 32
 
     def jit(self, t: float) -> float:
         if self.noise <= 0 or t <= 0:
             return t
-        k = 1.0 / self.noise**2
-        return t * float(self.rng.gamma(k, 1.0 / k))
+        if not self._factors:
+            # a block of gamma factors per generator call: one call per event was most of
+            # the generator's time; the block doubles up to 4096, so short runs draw little
+            k = 1.0 / self.noise**2
+            self._block = min(4096, 2 * self._block)
+            self._factors = self.rng.gamma(k, 1.0 / k, self._block).tolist()[::-1]
+        return t * self._factors.pop()
 
     def ev(self, cat: str, name: str, where: str, a: float, b: float, **args: object) -> None:
         if where != "host":
