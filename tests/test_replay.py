@@ -14,8 +14,8 @@ from tracescale.ingest.steps import find_steps
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, SYNC, algo_of, build_graph
 from tracescale.replay.laws.nodes import fit_law
-from tracescale.replay.slowest_rank import straggler_warning
 from tracescale.replay.uncertainty.delays import DelayModel, GPTail, expected_max_sum, pool_delays
+from tracescale.replay.uncertainty.slowest_rank import straggler_warning
 from tracescale.replay.uncertainty.variability import expected_max
 
 NO_COLL = pd.DataFrame(columns=["start_ns", "end_ns", "collective", "seq", "group_size"])

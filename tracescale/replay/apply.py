@@ -17,7 +17,7 @@ from tracescale.replay.links.topology import INTER
 from tracescale.replay.overheads import replay_overheads
 from tracescale.replay.project import ReplayStudy, tier_warning
 from tracescale.replay.serial_parts import replayed_breakdown
-from tracescale.replay.slowest_rank import straggler_warning
+from tracescale.replay.uncertainty.slowest_rank import straggler_warning
 from tracescale.replay.uncertainty.variability import delay_assumption
 from tracescale.replay.whatif.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.whatif.levers import lever_gains

@@ -51,9 +51,9 @@ from tracescale.replay.serial_parts import (
     step_sums,
     systematic_wait,
 )
-from tracescale.replay.slowest_rank import SlowestRankWaits, first_key
 from tracescale.replay.uncertainty.delays import DelayModel
 from tracescale.replay.uncertainty.intervals import combine_ends
+from tracescale.replay.uncertainty.slowest_rank import SlowestRankWaits, first_key
 from tracescale.replay.uncertainty.variability import lateness
 
 F64 = npt.NDArray[np.float64]
