@@ -127,11 +127,27 @@ def test_replay_reads_the_rank_as_vetted_by_the_map_step(tmp_path: Path) -> None
     assert errors[0] == errors[1] and errors[0] <= 0.02
 
 
-def test_small_graphs_replay_without_compiling() -> None:
+def test_small_graphs_replay_without_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
     """Below MIN_ELEMENTS (summed over calls) the plain loop runs: no numba import."""
+    monkeypatch.setattr(compiled_loops, "numba_loaded", lambda: False)
     loop = compiled_loops.Compiled(lambda: None, weight=0.5)
     half = compiled_loops.MIN_ELEMENTS // 2
     assert loop.get(half) is None and loop.get(half) is None and loop.get(half) is None
     assert not loop._done  # numba not even looked for: 1.5 x MIN_ELEMENTS at weight 0.5
     loop.get(half)  # the calls so far add up to MIN_ELEMENTS
     assert loop._done
+
+
+def test_once_numba_is_loaded_a_loop_compiles_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where this process already loaded numba (the scanner, another loop), a loop runs
+    compiled from LOADED_MIN_ELEMENTS: one more cached loop costs milliseconds there."""
+    monkeypatch.setattr(compiled_loops, "numba_loaded", lambda: True)
+    loop = compiled_loops.Compiled(lambda: None)
+    assert loop.get(compiled_loops.LOADED_MIN_ELEMENTS - 1) is None and not loop._done
+    assert loop.get(1) is not None and loop._done
+
+
+def test_numba_counts_as_loaded_once_a_loop_was_handed_out_compiled() -> None:
+    loop = compiled_loops.Compiled(lambda: None)
+    loop.get(compiled_loops.MIN_ELEMENTS)
+    assert compiled_loops.numba_loaded()

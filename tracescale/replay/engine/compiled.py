@@ -9,6 +9,7 @@ plain loop is the same function, so both paths give identical numbers (tested).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,12 @@ from typing import Any
 #: 81k-node graph: the plain replay pass 0.04 s, numba's import and cached-code load 0.45 s, the
 #: compiled pass 0.002 s; so compiling pays from about a million node passes.
 MIN_ELEMENTS = 1_000_000
+#: The same threshold once numba is imported and its machine code loaded in this process (the
+#: trace scanner does so for large files, another compiled loop may have): loading one more
+#: cached loop then costs about 10 ms, as much as the plain replay pass on some 10k nodes, and
+#: the plain passes before the first threshold were most of a 16-rank projection's replay
+#: stage (12 passes of a 100k-node graph: 1.3 s, against 0.2 s for its 117 compiled passes).
+LOADED_MIN_ELEMENTS = 20_000
 
 
 class Compiled:
@@ -30,6 +37,7 @@ class Compiled:
         self._done = False
         self._jit: Callable[..., None] | None = None
         self._seen = 0.0
+        _INSTANCES.append(self)
 
     def available(self) -> bool:
         """Whether numba can compile here (imports it)."""
@@ -38,7 +46,11 @@ class Compiled:
     def get(self, size: int) -> Callable[..., Any] | None:
         """The compiled loop for a call on ``size`` elements, or None for the plain one."""
         self._seen += size * self.weight
-        return self._load() if self._seen >= MIN_ELEMENTS else None
+        if self._seen >= MIN_ELEMENTS:
+            return self._load()
+        if self._seen >= LOADED_MIN_ELEMENTS and numba_loaded():
+            return self._load()
+        return None
 
     def _load(self) -> Callable[..., None] | None:
         if not self._done:
@@ -49,3 +61,16 @@ class Compiled:
                 return None
             self._jit = njit(cache=True, nogil=True)(self.fn)
         return self._jit
+
+
+def numba_loaded() -> bool:
+    """Whether this process already paid numba's import and registry load: the trace scanner
+    is loaded, or a loop here was handed out compiled."""
+    fast = sys.modules.get("tracescale.ingest.fast")
+    if fast is not None and fast.loaded():
+        return True
+    return any(c._jit is not None for c in _INSTANCES)
+
+
+#: Every loop made here (see :func:`numba_loaded`).
+_INSTANCES: list[Compiled] = []
