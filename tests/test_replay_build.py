@@ -3,6 +3,7 @@ leaf rule, the innermost op, and the compiled replay pass against the plain Pyth
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +148,12 @@ def test_once_numba_is_loaded_a_loop_compiles_early(monkeypatch: pytest.MonkeyPa
     assert loop.get(1) is not None and loop._done
 
 
-def test_numba_counts_as_loaded_once_a_loop_was_handed_out_compiled() -> None:
+def test_numba_counts_as_loaded_once_a_loop_was_handed_out_compiled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(compiled_loops, "_HANDED_OUT", [False])
+    monkeypatch.setitem(sys.modules, "tracescale.ingest.fast", None)
+    assert not compiled_loops.numba_loaded()
     loop = compiled_loops.Compiled(lambda: None)
     loop.get(compiled_loops.MIN_ELEMENTS)
     assert compiled_loops.numba_loaded()

@@ -37,7 +37,6 @@ class Compiled:
         self._done = False
         self._jit: Callable[..., None] | None = None
         self._seen = 0.0
-        _INSTANCES.append(self)
 
     def available(self) -> bool:
         """Whether numba can compile here (imports it)."""
@@ -60,17 +59,16 @@ class Compiled:
             except ImportError:  # pragma: no cover - exercised where numba is not installed
                 return None
             self._jit = njit(cache=True, nogil=True)(self.fn)
+            _HANDED_OUT[0] = True
         return self._jit
+
+
+#: Whether a loop of this process was compiled (numba imported, its registries loading).
+_HANDED_OUT = [False]
 
 
 def numba_loaded() -> bool:
     """Whether this process already paid numba's import and registry load: the trace scanner
-    is loaded, or a loop here was handed out compiled."""
+    is loaded, or a loop here was compiled."""
     fast = sys.modules.get("tracescale.ingest.fast")
-    if fast is not None and fast.loaded():
-        return True
-    return any(c._jit is not None for c in _INSTANCES)
-
-
-#: Every loop made here (see :func:`numba_loaded`).
-_INSTANCES: list[Compiled] = []
+    return bool(fast is not None and fast.loaded()) or _HANDED_OUT[0]
