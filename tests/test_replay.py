@@ -11,12 +11,12 @@ import pytest
 
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
+from tracescale.replay.arrivals.order_stats import expected_max
+from tracescale.replay.arrivals.slowest_rank import straggler_warning
 from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DEV, SYNC, algo_of, build_graph
 from tracescale.replay.laws.nodes import fit_law
 from tracescale.replay.uncertainty.delays import DelayModel, GPTail, expected_max_sum, pool_delays
-from tracescale.replay.uncertainty.slowest_rank import straggler_warning
-from tracescale.replay.uncertainty.variability import expected_max
 
 NO_COLL = pd.DataFrame(columns=["start_ns", "end_ns", "collective", "seq", "group_size"])
 
@@ -265,7 +265,8 @@ def test_a_step_mostly_waiting_for_the_slowest_rank_is_flagged() -> None:
 
 
 def test_jitter_max_scales_the_remembered_maximum_only_without_systematic_offsets() -> None:
-    from tracescale.replay.uncertainty.variability import OffsetPool, expected_max_of
+    from tracescale.replay.arrivals.order_stats import expected_max_of
+    from tracescale.replay.arrivals.variability import OffsetPool
 
     rank = np.array([0, 1, 2, 0, 1, 2], dtype=np.int64)
     rest = np.array([-2.0, 1.0, 1.0, 0.5, -1.5, 1.0]) * 1e-3

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tracescale.replay.arrivals.variability import delay_assumption
 from tracescale.replay.uncertainty.delays import (
     DelayModel,
     empirical_max,
@@ -22,7 +23,6 @@ from tracescale.replay.uncertainty.tail_choice import (
     stall_count,
 )
 from tracescale.replay.uncertainty.tail_fit import TAIL_SHARES, choose_tail, forward_stop
-from tracescale.replay.uncertainty.variability import delay_assumption
 
 ONE = np.zeros(1)
 

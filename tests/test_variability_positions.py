@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tracescale.api import analyze
-from tracescale.replay.uncertainty import variability
+from tracescale.replay.arrivals import variability
 from tracescale.simulate import pattern_params
 from tracescale.simulate.pattern_run import write_run
 from tracescale.simulate.runner import run

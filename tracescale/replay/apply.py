@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from tracescale.categories import CATEGORIES
+from tracescale.replay.arrivals.slowest_rank import straggler_warning
+from tracescale.replay.arrivals.variability import delay_assumption
 from tracescale.replay.engine.cycles import bootstrap_mean, resampled_notes, weighted_mean
 from tracescale.replay.laws.p2p import crossing_warning
 from tracescale.replay.links.mesh import mesh_dict
@@ -17,8 +19,6 @@ from tracescale.replay.links.topology import INTER
 from tracescale.replay.overheads import replay_overheads
 from tracescale.replay.project import ReplayStudy, tier_warning
 from tracescale.replay.serial_parts import replayed_breakdown
-from tracescale.replay.uncertainty.slowest_rank import straggler_warning
-from tracescale.replay.uncertainty.variability import delay_assumption
 from tracescale.replay.whatif.cuda_graph_gain import graph_capture_gain
 from tracescale.replay.whatif.levers import lever_gains
 from tracescale.replay.whatif.scenario import scenario_study, unreplayable

@@ -27,9 +27,9 @@ import numpy.typing as npt
 
 from tracescale.categories import CATEGORIES
 from tracescale.classify.timeline import CAT, coverage, last_at_or_before, sorted_unique
+from tracescale.replay.arrivals.variability import OffsetPool
 from tracescale.replay.engine.schedule import Replayed, step_windows
 from tracescale.replay.graph.build import DEV, SYNC, Graph
-from tracescale.replay.uncertainty.variability import OffsetPool
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

@@ -28,6 +28,8 @@ from tracescale.ingest.steps import find_steps
 from tracescale.ingest.trace import RankTrace
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
+from tracescale.replay.arrivals import variability
+from tracescale.replay.arrivals.variability import OffsetPool, own_delays
 from tracescale.replay.engine.coll_table import replay_collectives
 from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
 from tracescale.replay.engine.graph_cache import GraphInput, cached_graph_input
@@ -35,8 +37,6 @@ from tracescale.replay.engine.schedule import replay
 from tracescale.replay.graph.build import DCOLL, DEV, GAP, HCOLL, Graph, build_graph
 from tracescale.replay.laws.kernel_pools import KernelTables, kernel_tables
 from tracescale.replay.serial_parts import step_categories
-from tracescale.replay.uncertainty import variability
-from tracescale.replay.uncertainty.variability import OffsetPool, own_delays
 from tracescale.replay.waits.backward_thread import backward_thread_edges
 from tracescale.replay.waits.et_edges import et_edges
 from tracescale.replay.waits.host_collectives import host_collective_edges
@@ -239,14 +239,18 @@ def replay_run(
             group_time[name] = float(sums[g]) / nsteps
     kernels = kernel_tables(graph, graph_steps, nsteps)
     delays = own_delays(run)
+    # Looked up on the module at call time, so a wrapper put there (a test's spy) is seen
+    # whichever of the two modules was imported first.
+    all_c, pools = variability.arrival_offsets(run, rank)
     delay_node, delay_excess, delay_share = _delay_gaps(graph, keep, delays, rank)
+    if any(len(p.slack) for p in pools.values()):
+        # a pipeline's rank keeps its own delay: part of it its stage's fill absorbs, and its
+        # recv waits measured with it hold its chain's lateness (``uncertainty.chains``)
+        delay_excess = np.zeros(len(delay_excess))
     for node, ex in zip(delay_node.tolist(), delay_excess.tolist(), strict=True):
         name = graph.groups[int(graph.group[node])]
         if name in group_time:  # the laws see the rank's work at a typical delay
             group_time[name] = max(group_time[name] - ex / nsteps, 0.0)
-    # Looked up on the module at call time, so a wrapper put there (a test's spy) is seen
-    # whichever of the two modules was imported first.
-    all_c, pools = variability.arrival_offsets(run, rank)
     mine = all_c[all_c.col("rank") == rank] if len(all_c) else all_c
     coll = replay_collectives(as_table(graph.collectives), as_table(item.collectives), mine, graph)
     return RunReplay(

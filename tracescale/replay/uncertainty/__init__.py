@@ -1,1 +1,1 @@
-"""Per-rank delays and arrival offsets in -> slowest-of-N lateness, tails, 90% intervals out."""
+"""Per-rank delays pooled over runs in -> their fitted tail, slowest-of-N, intervals out."""

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from tracescale.replay.arrivals.variability import OffsetPool, first_reached, lateness
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.laws.p2p import p2p_rows
 from tracescale.replay.uncertainty.delays import DelayModel
-from tracescale.replay.uncertainty.variability import OffsetPool, first_reached, lateness
 
 #: Share of a projected step spent waiting for the slowest rank past which the projection is
 #: mostly a read of the delays' upper tail, and its error mostly that tail's sampling error.
@@ -111,7 +111,8 @@ class SlowestRankWaits:
 
     def _pools(self) -> dict[int, OffsetPool]:
         """The base run's arrival offsets by position, a pipeline's at ``beta`` 1
-        (:meth:`_offsets`)."""
+        (:meth:`_offsets`): read by its chains (``arrivals.chains``) they are already; where
+        its chains cannot be read from the send/recv groups, each rank's whole delay reaches."""
         got = self._memo.get(("pools",))
         if got is None:
             c = self.runs[-1].coll
@@ -120,6 +121,11 @@ class SlowestRankWaits:
             self._memo[("pools",)] = got
         out: dict[int, OffsetPool] = got
         return out
+
+    def chained(self) -> bool:
+        """Whether the base run is a pipeline read by its chains (``uncertainty.chains``): its
+        representative rank keeps its own delay, as its recv waits hold its chain's."""
+        return any(len(p.slack) for p in self.runs[-1].offsets.values())
 
     def _coll_columns(self) -> dict[str, Any]:
         """The base run's collective table as plain Python rows (read once per study: every
@@ -139,6 +145,7 @@ class SlowestRankWaits:
                 c["wait"].astype(float).tolist(),
                 c["systematic"].astype(float).tolist(),
                 c["rest"].astype(float).tolist(),
+                c["host"].astype(float).tolist(),
                 strict=True,
             )
             got = {

@@ -26,6 +26,8 @@ from tracescale.classify.clocks import clock_offsets
 from tracescale.classify.collectives import pipeline_transfers
 from tracescale.classify.result import RunBreakdown
 from tracescale.groups import cumcount, group_codes, group_mean
+from tracescale.replay.arrivals.chains import chain_model, slack_counts
+from tracescale.replay.arrivals.order_stats import expected_max_of, split_systematic
 from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
 from tracescale.table import Table, table_of, text
 
@@ -42,6 +44,9 @@ class OffsetPool:
     host: F64  # random part explained by the rank's own host delay in that step
     rest: F64  # the remainder (device jitter)
     beta: float = 0.0  # offset per second of the rank's own host delay (host = beta * delay)
+    #: A pipeline's slack per chain position (``chains``): its ranks' delays reach this
+    #: collective as their chain's ``max(delay - slack)``; empty elsewhere
+    slack: F64 = field(default_factory=lambda: np.zeros(0))
     #: ``_spread(rest * dev_scale)`` by ``dev_scale``: asked for every position each time a
     #: projection looks for the first one the host delays reach
     _spreads: dict[float, float] = field(
@@ -106,52 +111,6 @@ class OffsetPool:
         return np.asarray(out, dtype=np.float64)
 
 
-def split_systematic(offsets: F64, rank: I64) -> tuple[F64, F64]:
-    """(per-rank systematic offsets in rank order, pooled random part)."""
-    ranks, inv = np.unique(rank, return_inverse=True)
-    counts = np.bincount(inv).astype(np.float64)
-    mu = np.bincount(inv, weights=offsets) / counts
-    eps = offsets - mu[inv]
-    steps = max(len(offsets) / max(len(ranks), 1), 1.0)
-    noise = float(np.var(eps)) / steps if len(eps) else 0.0
-    if len(ranks) < 2 or float(np.var(mu)) <= 4.0 * noise:
-        return np.zeros(len(ranks)), offsets
-    return mu, eps
-
-
-def expected_max(offsets: F64, rank: I64, n: int) -> float:
-    """E[max over n ranks of (systematic offset + a random draw)].
-
-    The measured ranks keep their systematic offsets (in rank order); ranks beyond them get
-    the median one. The maximum's CDF is the product of the ranks' CDFs on the support points.
-    """
-    mu_all, eps = split_systematic(offsets, rank)
-    return expected_max_of(mu_all, eps, n)
-
-
-def expected_max_of(mu_all: F64, eps: F64, n: int) -> float:
-    """E[max over n ranks of (systematic offset ``mu_all`` in rank order + a draw of ``eps``)]."""
-    if len(eps) == 0 or n < 1:
-        return 0.0
-    mu = mu_all[:n]
-    extra = n - len(mu)
-    vals, counts = np.unique(mu, return_counts=True)
-    if extra > 0:
-        vals = np.append(vals, float(np.median(mu_all)))
-        counts = np.append(counts, extra)
-    sx = np.sort(eps)
-    sf = np.arange(1, len(sx) + 1, dtype=np.float64) / len(sx)
-    x = np.unique((vals[:, None] + sx[None, :]).ravel())
-    log_f = np.zeros(len(x))
-    for v, k in zip(vals.tolist(), counts.tolist(), strict=True):
-        j = np.searchsorted(sx, x - v, side="right") - 1
-        f = np.where(j >= 0, sf[np.clip(j, 0, None)], 0.0)
-        with np.errstate(divide="ignore"):
-            log_f += k * np.log(f)
-    pmf = np.diff(np.concatenate([[0.0], np.exp(log_f)]))
-    return float(np.dot(pmf, x))
-
-
 def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, OffsetPool]]:
     """Offsets of every rank at every instance (table with ``position``/``offset``) and the
     pools per position within the step."""
@@ -166,8 +125,8 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
     ranks = c.col("rank")
     arrival = c.col("start") - np.array([skew.get(int(r), 0.0) for r in ranks.tolist()])
     c["arrival"] = arrival
-    codes, uniq = group_codes(*(c.col(k) for k in key))
-    c["offset"] = arrival - group_mean(codes, arrival, len(uniq[0]))[codes]
+    instance, uniq = group_codes(*(c.col(k) for k in key))
+    c["offset"] = arrival - group_mean(instance, arrival, len(uniq[0]))[instance]
     # A pipeline's point-to-point transfers are numbered apart from the other collectives
     # (from P2P_POSITIONS on): a stage whose step holds one transfer more or fewer than the
     # last (batched send/recv merged differently) would otherwise put its data-parallel
@@ -192,6 +151,7 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
     c["own_delay"] = _lookup(
         mine.col("rank"), mine.col("step"), mine.col("delay"), ranks, c.col("step")
     )
+    chain = chain_model(c, p2p, instance, mine)
     systematic_all = np.full(len(c), np.nan)
     host_all = np.full(len(c), np.nan)
     rest_all = np.full(len(c), np.nan)
@@ -204,6 +164,17 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
         _, inv = np.unique(r, return_inverse=True)
         systematic = mu[inv] if np.any(mu) else np.zeros(len(o))
         rand = o - systematic
+        if chain is not None and not p2p[idx[0]]:  # a pipeline's chains (``chains``)
+            slack, modelled = chain
+            host = modelled[idx]
+            host = (
+                host - np.bincount(inv, weights=host)[inv] / np.bincount(inv)[inv]
+                if np.any(mu)
+                else host
+            )
+            systematic_all[idx], host_all[idx], rest_all[idx] = systematic, host, rand - host
+            pools[int(k)] = OffsetPool(r, systematic, host, rand - host, 1.0, slack)
+            continue
         d = delay_col[idx].astype(np.float64)
         d = d - np.bincount(inv, weights=d)[inv] / np.bincount(inv)[inv] if np.any(mu) else d
         denom = float(np.dot(d, d))
@@ -332,12 +303,28 @@ def lateness(
     rest = pool.rest * dev_scale
     if delays is None or not reaches(pool, delays, host_scale, dev_scale):
         return pool.jitter_max(mu_all, n, dev_scale)  # the host delay does not reach it
+    if len(pool.slack):
+        return _chain_lateness(pool, delays, n, b, rest)
     mu = mu_all[:n]
     vals, counts = np.unique(mu, return_counts=True)
     if n > len(mu):
         vals = np.append(vals, float(np.median(mu_all)))
         counts = np.append(counts, n - len(mu))
     return expected_max_sum(vals, counts.tolist(), delays, b, rest, n)
+
+
+def _chain_lateness(pool: OffsetPool, delays: DelayModel, n: int, b: float, rest: F64) -> float:
+    """A pipeline's slowest of ``n`` ranks after the mean arrival: each rank's delay less its
+    chain position's slack (a chain arrives as late as its latest such term), the slowest of
+    all ``n`` less that of one chain (the mean arrival: one chain's expected lateness). The
+    slacks keep their measured size at any N: the fill a stage waits through is one
+    microbatch's pass per stage before it, and a microbatch keeps its size."""
+    p = len(pool.slack)
+    out = []
+    for k in (max(n, p), p):
+        vals, counts = slack_counts(-pool.slack, k)
+        out.append(expected_max_sum(vals, counts, delays, b, rest, k))
+    return max(out[0] - out[1], 0.0)
 
 
 def delay_assumption(delays: DelayModel | None) -> str:
