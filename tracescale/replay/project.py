@@ -216,7 +216,7 @@ class ReplayStudy(SlowestRankWaits):
         if len(base.delay_node):  # the rank at a typical host delay
             at = base.delay_node
             scaled[at] = np.maximum(dur[at] - base.delay_excess, 0.0) * ratio[g.group[at]]
-            if infinite and self.delays is not None and not self.chained():
+            if infinite and self.delays is not None:
                 # each rank's own mean delay is serial (the pooled delays' mean over their
                 # median: the draws', unbiased, not the fitted tail's, whose shape a few dozen
                 # draws hardly pin down); the slowest of N's excess over it is an overhead
@@ -240,7 +240,7 @@ class ReplayStudy(SlowestRankWaits):
             bubble = self._bubble_ratio() if infinite else None
             r = p2p_law.ratio(1e12 if infinite else n, ref, alt)  # every p2p row's
             for i, row in enumerate(cols["rows"]):
-                kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest, own = row
+                kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest = row[:10]
                 if cols["p2p"][i]:  # the pipeline's dependency: its own law, no slowest-rank wait
                     new[i] = (transfer + wait) * (r if bubble is None else bubble)
                     if comm_end > 0 and not infinite:  # the links' slow end: unmeasured hops
@@ -260,9 +260,9 @@ class ReplayStudy(SlowestRankWaits):
                     size = self.comm.group_at(group, pg, ref, n)
                     terms = self._wait_terms(position, n, size, hs, dev_scale)
                     late = terms[tail_alt + 1]
-                    # a pipeline's rank keeps its own delay (its chain's lateness shows in its
-                    # measured recv waits): the wait is for the slowest past its own arrival
-                    kept = own if len(base.offsets[position].slack) else 0.0
+                    # a pipeline's rank replayed at a typical delay still arrives as late as
+                    # its recv waits say (its chain's lateness less its own delay)
+                    kept = row[10] - row[11] if len(base.offsets[position].slack) else 0.0
                     w = max(late - systematic - rest * dev_scale - kept, 0.0)
                     w = w if size > 1 else 0.0  # a group of one waits for no one
                     if not infinite and position == self._memo.get(first_key(hs, dev_scale)):

@@ -122,11 +122,6 @@ class SlowestRankWaits:
         out: dict[int, OffsetPool] = got
         return out
 
-    def chained(self) -> bool:
-        """Whether the base run is a pipeline read by its chains (``uncertainty.chains``): its
-        representative rank keeps its own delay, as its recv waits hold its chain's."""
-        return any(len(p.slack) for p in self.runs[-1].offsets.values())
-
     def _coll_columns(self) -> dict[str, Any]:
         """The base run's collective table as plain Python rows (read once per study: every
         projected N walks it, and frame access per row cost more than the replay)."""
@@ -146,6 +141,7 @@ class SlowestRankWaits:
                 c["systematic"].astype(float).tolist(),
                 c["rest"].astype(float).tolist(),
                 c["host"].astype(float).tolist(),
+                c["own_delay"].astype(float).tolist(),
                 strict=True,
             )
             got = {

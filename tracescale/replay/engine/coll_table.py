@@ -15,7 +15,7 @@ from tracescale.replay.graph.build import Graph
 from tracescale.table import Table, text
 
 #: Columns taken from the run's arrival offsets, in this order.
-_PARTS = ("transfer", "wait", "offset", "position", "systematic", "host", "rest")
+_PARTS = ("transfer", "wait", "offset", "position", "systematic", "host", "rest", "own_delay")
 _KEY = ("pg", "collective", "seq")
 
 
@@ -38,7 +38,7 @@ def replay_collectives(gc: Table, own: Table, mine: Table, graph: Graph) -> Tabl
     )
     if len(coll) and len(mine):
         coll = _left_join(coll, mine, [p for p in _PARTS if p in mine])
-    for col in ("transfer", "wait", "offset", "systematic", "host", "rest"):
+    for col in ("transfer", "wait", "offset", "systematic", "host", "rest", "own_delay"):
         if col not in coll:
             coll[col] = np.full(len(coll), np.nan)
     if "position" not in coll:
@@ -51,7 +51,7 @@ def replay_collectives(gc: Table, own: Table, mine: Table, graph: Graph) -> Tabl
         coll["wait"] = np.maximum(dur - coll.col("transfer"), 0)
     position = coll.col("position").astype(np.float64)
     coll["position"] = np.where(np.isnan(position), -1, position).astype(np.int64)
-    for col in ("offset", "systematic", "host", "rest"):
+    for col in ("offset", "systematic", "host", "rest", "own_delay"):
         values = coll.col(col).astype(np.float64)
         coll[col] = np.where(np.isnan(values), 0.0, values)
     return coll

@@ -243,10 +243,6 @@ def replay_run(
     # whichever of the two modules was imported first.
     all_c, pools = variability.arrival_offsets(run, rank)
     delay_node, delay_excess, delay_share = _delay_gaps(graph, keep, delays, rank)
-    if any(len(p.slack) for p in pools.values()):
-        # a pipeline's rank keeps its own delay: part of it its stage's fill absorbs, and its
-        # recv waits measured with it hold its chain's lateness (``uncertainty.chains``)
-        delay_excess = np.zeros(len(delay_excess))
     for node, ex in zip(delay_node.tolist(), delay_excess.tolist(), strict=True):
         name = graph.groups[int(graph.group[node])]
         if name in group_time:  # the laws see the rank's work at a typical delay
