@@ -220,7 +220,7 @@ class ReplayStudy(SlowestRankWaits):
                 # each rank's own mean delay is serial (the pooled delays' mean over their
                 # median: the draws', unbiased, not the fitted tail's, whose shape a few dozen
                 # draws hardly pin down); the slowest of N's excess over it is an overhead
-                mean = max(float(np.mean(self.delays.draws)), 0.0)
+                mean = max(float(np.mean(self.delays.draws)), 0.0) / max(self.delays.steps, 1)
                 mean *= self._work_scales(10**12)[0] ** self.delays.work_power
                 share = base.delay_share if len(base.delay_share) == len(at) else 1.0
                 np.add.at(scaled, at, mean * share)

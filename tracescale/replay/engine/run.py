@@ -66,9 +66,12 @@ class RunReplay:
     #: The representative rank's own compute over the median rank's: a slow rank stays slow
     #: by this factor, so laws are fitted on kernel times divided by it.
     device_factor: float = 1.0
-    #: Every rank's own host delay per step, centred (``variability.own_delays``): pooled over
-    #: the runs for the slowest of N ranks.
+    #: Every rank's own host delay per step, centred (``variability.own_delays``), summed per
+    #: accumulation cycle (``cycle``): pooled over the runs for the slowest of N ranks.
     delays: F64 = field(default_factory=lambda: np.zeros(0))
+    #: How many steps one of ``delays`` sums: with gradient accumulation, the steps since a
+    #: rank's last collective (``arrivals.accumulation``); 1 where every step holds one.
+    cycle: int = 1
     #: Per step: the representative rank's gaps where its own host delay shows (``_delay_gaps``)
     #: and their shares of how much longer that step's delay was than its run's median
     #: (seconds, may be negative). A projection replays the rank with a typical delay and adds
@@ -239,6 +242,7 @@ def replay_run(
             group_time[name] = float(sums[g]) / nsteps
     kernels = kernel_tables(graph, graph_steps, nsteps)
     delays = own_delays(run)
+    draws, cycle = variability.cycle_delays(run)
     # Looked up on the module at call time, so a wrapper put there (a test's spy) is seen
     # whichever of the two modules was imported first.
     all_c, pools = variability.arrival_offsets(run, rank)
@@ -261,7 +265,8 @@ def replay_run(
         offsets=pools,
         devices=item.devices,
         device_factor=_device_factor(run, rank),
-        delays=delays.col("delay").astype(np.float64),
+        delays=draws,
+        cycle=cycle,
         delay_node=delay_node,
         delay_excess=delay_excess,
         delay_share=delay_share,

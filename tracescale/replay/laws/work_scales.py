@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tracescale.replay.arrivals.accumulation import block_sums
 from tracescale.replay.engine.run import RunReplay
 from tracescale.replay.laws.nodes import CONSTANT, Law
 from tracescale.replay.uncertainty.delays import DelayModel, pool_delays
@@ -32,13 +33,17 @@ def pooled_delays(runs: Sequence[RunReplay], laws: dict[str, Law]) -> DelayModel
     """Every run's per-rank host delays in the largest run's units (divided by how its host
     work scales from the largest N to the run's, to the power ``delay_power`` reads), pooled."""
     hosts = [work_scales(runs[-1], laws, r.world_size)[0] for r in runs]
-    power = delay_power([r.delays for r in runs], hosts)
-    parts = [
-        r.delays / host**power if host > 0 else r.delays
-        for r, host in zip(runs, hosts, strict=True)
-    ]
+    # with gradient accumulation a draw sums a cycle's steps; a run without collectives
+    # (one rank) has per-step delays, summed here over blocks of the same length
+    cycle = max((r.cycle for r in runs), default=1)
+    delays = [block_sums(r.delays, cycle) if r.cycle == 1 and not len(r.coll) else r.delays
+              for r in runs]  # fmt: skip
+    power = delay_power(delays, hosts)
+    parts = [d / host**power if host > 0 else d for d, host in zip(delays, hosts, strict=True)]
     model = pool_delays(parts)
-    return dataclasses.replace(model, work_power=power) if model is not None else None
+    if model is None:
+        return None
+    return dataclasses.replace(model, work_power=power, steps=cycle)
 
 
 #: Fewest draws a run needs for its spread to count in ``delay_power``.

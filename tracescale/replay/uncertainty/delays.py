@@ -78,6 +78,9 @@ class DelayModel:
     #: size, whatever N), read from how the measured runs' spreads moved with their host
     #: work (``laws.work_scales.delay_power``).
     work_power: float = 1.0
+    #: How many steps one draw sums (a gradient-accumulation cycle's, ``arrivals.accumulation``):
+    #: the slowest rank's sum is waited for once per cycle, at its boundary's first collective.
+    steps: int = 1
 
     @functools.cached_property
     def spread(self) -> float:
