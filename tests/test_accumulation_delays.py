@@ -9,12 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.measured_runs import write_measured_runs
 from tracescale.api import analyze
 from tracescale.replay.arrivals.accumulation import accumulated, block_sums
-from tracescale.simulate import pattern_params
-from tracescale.simulate.pattern_run import write_run
-from tracescale.simulate.runner import run
-from tracescale.simulate.spec import parse_pattern
 
 
 def _rows(ranks: int, steps: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,11 +67,7 @@ def test_ddp_accumulating_with_loader_delays_projects_its_own_measured_step(
     (24 steps): projected back to 8, the step is its measured one. Read per step, the boundary
     waited for one step's delays and the drift of the other three was drawn as device jitter:
     13-14% short (seeds 3, 4, 5); summed per cycle, within 5%."""
-    spec = parse_pattern("ddp,grad_accum,heavy_tail")
-    params = pattern_params(spec)
-    for n in (1, 2, 4, 8):
-        e = run(spec, params, n, "strong", 24, seed, record=True)
-        write_run(e, params, tmp_path / f"ws{n}", 1, 1, lambda _: None)
+    write_measured_runs(tmp_path, "ddp,grad_accum,heavy_tail", (1, 2, 4, 8), 24, seed)
     entry = analyze(tmp_path, jobs=1, no_cache=True, project=[8]).studies[0]
     measured = next(r for r in entry["runs"] if r["world_size"] == 8)["step_time_s"]["mean"]
     projected = entry["scaling"]["projections"][0]["step_time_s"]

@@ -4,13 +4,12 @@ absorbs (the slack, fitted to the arrivals), and how late the slowest of N ranks
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.measured_runs import record_arrival_offsets, write_measured_runs
 from tracescale.api import analyze
-from tracescale.replay.arrivals import variability
 from tracescale.replay.arrivals.chains import (
     find_chains,
     fit_slack,
@@ -19,10 +18,6 @@ from tracescale.replay.arrivals.chains import (
 )
 from tracescale.replay.arrivals.variability import OffsetPool, lateness
 from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
-from tracescale.simulate import pattern_params
-from tracescale.simulate.pattern_run import write_run
-from tracescale.simulate.runner import run
-from tracescale.simulate.spec import parse_pattern
 
 #: 3 stages x 4 replicas, rank = stage * 4 + replica (the simulator's layout)
 PAIRS = [f"pp_{s}_{s + 1}_dp{d}:{s * 4 + d},{(s + 1) * 4 + d}" for s in range(2) for d in range(4)]
@@ -111,26 +106,14 @@ def test_a_pipeline_with_loader_delays_projects_its_own_measured_step(
     the step is its measured one. Each rank's whole delay reaching the step (the slowest of
     8 ranks' delays) and the other stages' delays drawn again as device jitter read it 6-9%
     long (seeds 1, 2); the chains read it within 2%."""
-    spec = parse_pattern("pp,heavy_tail")
-    params = pattern_params(spec, {"layers": 2, "microbatches": 16})
-    for n in (4, 8):
-        e = run(spec, params, n, "strong", 12, 1, record=True)
-        write_run(e, params, tmp_path / f"ws{n}", 1, 1, lambda _: None)
-    pools: list[dict[int, OffsetPool]] = []
-    real = variability.arrival_offsets
-
-    def keep(run_: Any, rank: int) -> Any:
-        got = real(run_, rank)
-        pools.append(got[1])
-        return got
-
-    monkeypatch.setattr(variability, "arrival_offsets", keep)
+    write_measured_runs(tmp_path, "pp,heavy_tail", (4, 8), 12, 1, {"layers": 2, "microbatches": 16})
+    seen = record_arrival_offsets(monkeypatch)
     entry = analyze(tmp_path, jobs=1, no_cache=True, project=[8]).studies[0]
     measured = next(r for r in entry["runs"] if r["world_size"] == 8)["step_time_s"]["mean"]
     projected = entry["scaling"]["projections"][0]["step_time_s"]
     assert projected == pytest.approx(measured, rel=0.04)
     # the data-parallel AllReduce's pool is read by the chains: one slack per stage, the
     # first stage's 0 (its delay reaches whole), a later stage's absorbing some
-    chained = [p for got in pools for p in got.values() if len(p.slack)]
+    chained = [p for _, pools in seen for p in pools.values() if len(p.slack)]
     assert chained and all(len(p.slack) == 4 and p.slack[0] == 0.0 for p in chained)
     assert max(float(p.slack.max()) for p in chained) > 0.0

@@ -5,17 +5,12 @@ wait is read at a neighbour's number in some steps and lost."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.measured_runs import record_arrival_offsets, write_measured_runs
 from tracescale.api import analyze
-from tracescale.replay.arrivals import variability
-from tracescale.simulate import pattern_params
-from tracescale.simulate.pattern_run import write_run
-from tracescale.simulate.runner import run
-from tracescale.simulate.spec import parse_pattern
 
 
 def test_a_pipelines_data_parallel_allreduce_keeps_its_position(
@@ -24,24 +19,12 @@ def test_a_pipelines_data_parallel_allreduce_keeps_its_position(
     """With per-rank loader delays a stage's send/recv count varies from step to step (a
     transfer merged with its neighbour or not); numbering the transfers apart keeps each
     stage's gradient AllReduce at one position (it had moved between two, by step)."""
-    spec = parse_pattern("pp,heavy_tail")
-    params = pattern_params(spec)
-    for n in (4, 8):  # the measured runs alone: the truth's expectation is not needed here
-        e = run(spec, params, n, "strong", 6, 1, record=True)
-        write_run(e, params, tmp_path / f"ws{n}", 1, 1, lambda _: None)
-    seen: list[Any] = []
-    real = variability.arrival_offsets
-
-    def keep(run: Any, rank: int) -> Any:
-        got = real(run, rank)
-        seen.append(got[0])
-        return got
-
-    # the engine looks it up on ``variability`` at call time, so the spy is seen there
-    monkeypatch.setattr(variability, "arrival_offsets", keep)
+    # the measured runs alone: the truth's expectation is not needed here
+    write_measured_runs(tmp_path, "pp,heavy_tail", (4, 8), 6, 1)
+    seen = record_arrival_offsets(monkeypatch)
     analyze(tmp_path, jobs=1, no_cache=True)
     checked = 0
-    for c in seen:
+    for c, _pools in seen:
         if len(c) == 0:
             continue
         kind = np.asarray(c.col("collective")).astype(str)

@@ -240,7 +240,8 @@ class ReplayStudy(SlowestRankWaits):
             bubble = self._bubble_ratio() if infinite else None
             r = p2p_law.ratio(1e12 if infinite else n, ref, alt)  # every p2p row's
             for i, row in enumerate(cols["rows"]):
-                kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest = row[:10]
+                (kind, algo, size_b, group, pg, position, transfer, wait, systematic, rest,
+                 host_part, own_delay) = row  # fmt: skip
                 if cols["p2p"][i]:  # the pipeline's dependency: its own law, no slowest-rank wait
                     new[i] = (transfer + wait) * (r if bubble is None else bubble)
                     if comm_end > 0 and not infinite:  # the links' slow end: unmeasured hops
@@ -262,7 +263,7 @@ class ReplayStudy(SlowestRankWaits):
                     late = terms[tail_alt + 1]
                     # a pipeline's rank replayed at a typical delay still arrives as late as
                     # its recv waits say (its chain's lateness less its own delay)
-                    kept = row[10] - row[11] if len(base.offsets[position].slack) else 0.0
+                    kept = host_part - own_delay if len(base.offsets[position].slack) else 0.0
                     w = max(late - systematic - rest * dev_scale - kept, 0.0)
                     w = w if size > 1 else 0.0  # a group of one waits for no one
                     if not infinite and position == self._memo.get(first_key(hs, dev_scale)):

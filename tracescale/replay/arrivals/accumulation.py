@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from tracescale.table import Table
+
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
@@ -69,6 +71,19 @@ def accumulated(
     cycle = int(values[np.argmax(counts)])
     keep = ~(first & (n < cycle))
     return rk[keep], st[keep], dl[keep].astype(np.float64), cycle
+
+
+def accumulated_rows(own: Table, coll: Table) -> tuple[Table, int]:
+    """:func:`accumulated` of ``own`` (``rank``, ``step``, ``delay`` rows) at the steps of the
+    collectives ``coll`` (its ``rank`` and ``step`` columns): the rows, and the cycle."""
+    if len(coll) == 0:
+        return own, 1
+    r, s, d, cycle = accumulated(
+        own.col("rank").astype(np.int64), own.col("step").astype(np.int64),
+        own.col("delay").astype(np.float64), coll.col("rank").astype(np.int64),
+        coll.col("step").astype(np.int64),
+    )  # fmt: skip
+    return Table({"rank": r, "step": s, "delay": d}), cycle
 
 
 def block_sums(delay: F64, cycle: int) -> F64:

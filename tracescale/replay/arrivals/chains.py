@@ -104,11 +104,9 @@ def fit_slack(
     slack = np.zeros(p)
     for _ in range(_PASSES):
         for j in range(p):
-            others = np.delete(np.arange(p), j)
-            other = (d[:, others, :] - slack[others, None]).max(axis=1) if p > 1 else None
-            cand = d[None, :, j, :] - grid[:, None, None]
-            if other is not None:
-                cand = np.maximum(cand, other[None])
+            others = np.delete(np.arange(p), j)  # a chain has two ranks or more
+            other = (d[:, others, :] - slack[others, None]).max(axis=1)
+            cand = np.maximum(d[None, :, j, :] - grid[:, None, None], other[None])
             m = cand[:, ci, si]
             mean = np.add.reduceat(m, starts, axis=1) / counts
             err = ((y[None, :] - (m - mean[:, inv])) ** 2).sum(axis=1)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +26,7 @@ from tracescale.classify.clocks import clock_offsets
 from tracescale.classify.collectives import pipeline_transfers
 from tracescale.classify.result import RunBreakdown
 from tracescale.groups import cumcount, group_codes, group_mean
-from tracescale.replay.arrivals.accumulation import accumulated
+from tracescale.replay.arrivals.accumulation import accumulated, accumulated_rows
 from tracescale.replay.arrivals.chains import chain_model, slack_counts
 from tracescale.replay.arrivals.order_stats import expected_max_of, split_systematic
 from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
@@ -151,7 +150,7 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
     s_codes, (s_ids,) = group_codes(d_step)
     d_own = d_own - group_mean(s_codes, d_own, len(s_ids))[s_codes]
     c["delay"] = _lookup(d_rank, d_step, d_own, ranks, c.col("step"))
-    mine = _accumulated_table(own_delays(run), ranks, c.col("step"))
+    mine = accumulated_rows(own_delays(run), c)[0]
     c["own_delay"] = _lookup(
         mine.col("rank"), mine.col("step"), mine.col("delay"), ranks, c.col("step")
     )
@@ -229,32 +228,6 @@ def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     bounds = np.flatnonzero(np.diff(values[order])) + 1
     parts = np.split(order, bounds) if len(order) else []
     return [(int(values[p[0]]), p) for p in parts]
-
-
-def cycle_delays(run: RunBreakdown) -> tuple[F64, int]:
-    """Every rank's own delays as the slowest-rank model draws them: summed over the steps
-    since its last collective (``accumulation``), and how many steps one draw sums."""
-    own = own_delays(run)
-    c = table_of(run, "collectives")
-    if len(c) == 0:
-        return own.col("delay").astype(np.float64), 1
-    got = accumulated(
-        own.col("rank").astype(np.int64), own.col("step").astype(np.int64),
-        own.col("delay").astype(np.float64), c.col("rank").astype(np.int64),
-        c.col("step").astype(np.int64),
-    )  # fmt: skip
-    return got[2], got[3]
-
-
-def _accumulated_table(own: Table, ranks: npt.NDArray[Any], steps: npt.NDArray[Any]) -> Table:
-    """``own`` (rank, step, delay rows) summed over each rank's steps since its last collective
-    (``ranks``/``steps``: the collectives' rows)."""
-    r, s, d, _ = accumulated(
-        own.col("rank").astype(np.int64), own.col("step").astype(np.int64),
-        own.col("delay").astype(np.float64), np.asarray(ranks, dtype=np.int64),
-        np.asarray(steps, dtype=np.int64),
-    )  # fmt: skip
-    return Table({"rank": r, "step": s, "delay": d})
 
 
 def own_delays(run: RunBreakdown) -> Table:

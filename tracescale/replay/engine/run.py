@@ -29,6 +29,7 @@ from tracescale.ingest.trace import RankTrace
 from tracescale.memory import return_freed_memory
 from tracescale.parallel.tasks import local_copy
 from tracescale.replay.arrivals import variability
+from tracescale.replay.arrivals.accumulation import accumulated_rows
 from tracescale.replay.arrivals.variability import OffsetPool, own_delays
 from tracescale.replay.engine.coll_table import replay_collectives
 from tracescale.replay.engine.cycles import StepMix, step_mix, step_signature
@@ -242,7 +243,8 @@ def replay_run(
             group_time[name] = float(sums[g]) / nsteps
     kernels = kernel_tables(graph, graph_steps, nsteps)
     delays = own_delays(run)
-    draws, cycle = variability.cycle_delays(run)
+    # what the slowest-rank model draws: summed over each accumulation cycle
+    draws, cycle = accumulated_rows(delays, table_of(run, "collectives"))
     # Looked up on the module at call time, so a wrapper put there (a test's spy) is seen
     # whichever of the two modules was imported first.
     all_c, pools = variability.arrival_offsets(run, rank)
@@ -265,7 +267,7 @@ def replay_run(
         offsets=pools,
         devices=item.devices,
         device_factor=_device_factor(run, rank),
-        delays=draws,
+        delays=draws.col("delay").astype(np.float64),
         cycle=cycle,
         delay_node=delay_node,
         delay_excess=delay_excess,
