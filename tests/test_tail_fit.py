@@ -14,6 +14,7 @@ from tracescale.replay.uncertainty.delays import (
     expected_max_sum,
     model_max,
     pool_delays,
+    sorted_quantile,
 )
 from tracescale.replay.uncertainty.tail_choice import (
     combined,
@@ -25,6 +26,14 @@ from tracescale.replay.uncertainty.tail_choice import (
 from tracescale.replay.uncertainty.tail_fit import TAIL_SHARES, choose_tail, forward_stop
 
 ONE = np.zeros(1)
+
+
+def test_sorted_quantile_is_numpys_linear_quantile() -> None:
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 7, 256):
+        x = np.sort(rng.lognormal(-6, 1.5, m))
+        p = np.concatenate([[0.0, 1.0], rng.uniform(0, 1, 9), (np.arange(16) + 0.5) / 16])
+        assert sorted_quantile(x, p) == pytest.approx(np.quantile(x, p), rel=1e-14, abs=0)
 
 
 def test_forward_stop_rejects_a_leading_run_of_poor_fits_only() -> None:

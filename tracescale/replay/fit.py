@@ -107,7 +107,7 @@ def _rest_of_fit(
         top = runs[-1]
         measured = float(np.nanmean(top.measured)) if np.isfinite(top.measured).any() else 0.0
         if measured > 0:
-            got = sub.project(top.world_size).step_time_s
+            got = sub.step_time(top.world_size)
             validation = abs(got - measured) / measured
     return ReplayStudy(
         runs=runs,

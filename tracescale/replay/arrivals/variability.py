@@ -323,6 +323,8 @@ def _chain_lateness(pool: OffsetPool, delays: DelayModel, n: int, b: float, rest
     slacks keep their measured size at any N: the fill a stage waits through is one
     microbatch's pass per stage before it, and a microbatch keeps its size."""
     p = len(pool.slack)
+    if n <= p:  # no more ranks than one chain: the slowest is the one chain's (both terms equal)
+        return 0.0
     out = []
     for k in (max(n, p), p):
         vals, counts = slack_counts(-pool.slack, k)
