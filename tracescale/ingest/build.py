@@ -351,12 +351,19 @@ def _meta(
 ) -> TraceMeta:
     thread_names: dict[tuple[int, int], str] = {}
     process_labels: dict[int, str] = {}
+    ids: dict[tuple[Any, Any], list[int]] = {}  # a trace repeats its few (pid, tid) pairs
     for e in meta_events:
-        pid, tid = _int_or_label([e.pid, e.tid], labels)
-        if e.name == "thread_name" and e.args.name:
-            thread_names[(pid, tid)] = e.args.name
-        elif e.name == "process_labels" and e.args.labels:
-            process_labels[pid] = e.args.labels
+        name = e.name  # most metadata events are sort indices and names no figure reads
+        if name != "thread_name" and name != "process_labels":
+            continue
+        raw = (e.pid, e.tid)
+        got = ids.get(raw)
+        if got is None:
+            got = ids[raw] = _int_or_label([e.pid, e.tid], labels)
+        if name == "thread_name" and e.args.name:
+            thread_names[(got[0], got[1])] = e.args.name
+        elif name == "process_labels" and e.args.labels:
+            process_labels[got[0]] = e.args.labels
     dist = top.distributedInfo
     rank = dist.rank if dist is not None and 0 <= dist.rank <= _I64_MAX else None
     world = dist.world_size if dist is not None and 0 < dist.world_size <= _I64_MAX else None
