@@ -10,9 +10,10 @@ ranks; the others write one.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 PID = 100
 TID = 1
@@ -39,7 +40,7 @@ def write_study(root: Path, units: int, *, steps: int = FEW_STEPS, streams: int 
             "traceEvents": events,
             "displayTimeUnit": "ms",
         }
-        (run / f"rank{rank}.pt.trace.json").write_text(json.dumps(doc))
+        (run / f"rank{rank}.pt.trace.json").write_bytes(msgspec.json.encode(doc))
     return root
 
 
