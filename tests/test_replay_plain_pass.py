@@ -30,7 +30,8 @@ def _reference(
     n_res = int(g.res.max()) + 1
     engine._pass(
         order, kind, res, dep, dep2, d.tolist(), lag, fixed, tail, release, pre.tolist(),
-        anchor.tolist(), off.tolist(), [0.0] * n, start, end, [-1e18] * n_res, [-1e18] * n_res,
+        anchor.tolist(), off.tolist(), [0.0] * n, start, end, [-1e18] * n_res,
+        engine.absorbing(g).tolist(),
     )  # fmt: skip
     return np.array(start), np.array(end)
 

@@ -49,21 +49,22 @@ def _pass(
     start: Any,
     end: Any,
     free: Any,
-    synced: Any,
+    absorb: Any,
 ) -> None:
     """The replay pass proper, over arrays (compiled) or lists (plain Python): ``free`` holds
-    each resource's end so far, -1e18 before its first node, ``synced`` that end when the
-    resource's last node was a device collective (which ends on every rank together), else
-    -1e18. ``pre``: a wait after the node's own predecessors are done, which only a device
-    collective ending later on the same stream absorbs (a collective waiting for the slowest
-    rank: ranks queued behind the previous collective on its stream arrive together).
+    each resource's end so far, -1e18 before its first node; ``absorb`` (per node, from
+    :func:`absorbing`) whether the node follows, on its stream, a device collective of its own
+    process group. ``pre``: a wait after the node's own predecessors are done, which only such
+    a collective ending later absorbs (the ranks queued behind it leave it together, so they
+    arrive together); behind any other node it is waited once the stream is free, as the
+    measured wait was, from the kernel's start.
     ``anchor``/``off``: besides its own ``pre``, a node starts no earlier than ``off`` after
     its anchor node was ready (its predecessors done, before its ``pre``), -1 for none
     (``engine.late``); ``ready`` receives each node's ready time."""
     for i in order:
         r = res[i]
         s = release[i]
-        if free[r] > synced[r] and free[r] > s:
+        if not absorb[i] and free[r] > s:
             s = free[r]
         j = dep[i]
         if j >= 0:
@@ -82,7 +83,6 @@ def _pass(
                 s = t
         if free[r] > s:
             s = free[r]
-        k = kind[i]
         if kind[i] == SYNC:
             if j2 < 0:
                 e = s + d[i]
@@ -96,7 +96,6 @@ def _pass(
         start[i] = s
         end[i] = e
         free[r] = e
-        synced[r] = e if k == DCOLL else -1e18
 
 
 #: Compiled once per machine (numba's on-disk cache); projections replay the same graph dozens
@@ -135,7 +134,7 @@ def replay(
         kernel(
             graph.order.astype(np.int64, copy=False), graph.kind, graph.res, graph.dep, graph.dep2,
             d, lag, fixed, tail, release, wait, anchors, offs, ready, start, end, free,
-            np.full(n_res, -1e18),
+            absorbing(graph),
         )  # fmt: skip
         return Replayed(start, end, step_times(graph, start, end))
     if n <= LIST_NODES:
@@ -155,7 +154,7 @@ def replay(
     out = (_view(np.zeros(n)), _view(np.zeros(n)))
     _pass(
         o, k, r, j, j2, _view(d), lg, fx, tl, rel, _view(wait), _view(anchors), _view(offs),
-        _view(ready), out[0], out[1], [-1e18] * n_res, [-1e18] * n_res,
+        _view(ready), out[0], out[1], [-1e18] * n_res, _view(absorbing(graph)),
     )  # fmt: skip
     sa, ea = (np.asarray(v, dtype=np.float64) for v in out)
     return Replayed(sa, ea, step_times(graph, sa, ea))
@@ -194,7 +193,8 @@ def _program(graph: Graph, *times: npt.NDArray[Any]) -> list[tuple[Any, ...]]:
     def make() -> list[tuple[Any, ...]]:
         o = graph.order
         lag, fixed, tail, release = times
-        cols = (graph.res, release, graph.dep, lag, graph.dep2, graph.kind, fixed, tail)
+        cols = (graph.res, release, graph.dep, lag, graph.dep2, graph.kind, fixed, tail,
+                absorbing(graph))  # fmt: skip
         return list(zip(o.tolist(), *(c[o].tolist() for c in cols), strict=True))
 
     out: list[tuple[Any, ...]] = _cached(graph, "program", make)
@@ -211,10 +211,9 @@ def _plain_pass(
     start = array.array("d", bytes(8 * n))  # written once a node, read by no node
     end = [0.0] * n
     free = [-1e18] * n_res
-    synced = [-1e18] * n_res
-    for (i, r, s, j, lg, j2, k, fx, tl), di, p in zip(prog, d, pre, strict=True):
+    for (i, r, s, j, lg, j2, k, fx, tl, ab), di, p in zip(prog, d, pre, strict=True):
         fr = free[r]
-        if fr > synced[r] and fr > s:
+        if not ab and fr > s:
             s = fr
         if j >= 0:
             t = end[j] + lg
@@ -241,7 +240,6 @@ def _plain_pass(
         start[i] = s
         end[i] = e
         free[r] = e
-        synced[r] = e if k == DCOLL else -1e18
     return start, end
 
 
@@ -263,12 +261,11 @@ def _anchored_pass(
     end = [0.0] * n
     ready = [0.0] * n
     free = [-1e18] * n_res
-    synced = [-1e18] * n_res
-    for (i, r, s, j, lg, j2, k, fx, tl), di, p, a, of in zip(
+    for (i, r, s, j, lg, j2, k, fx, tl, ab), di, p, a, of in zip(
         prog, d, pre, anchor, off, strict=True
     ):
         fr = free[r]
-        if fr > synced[r] and fr > s:
+        if not ab and fr > s:
             s = fr
         if j >= 0:
             t = end[j] + lg
@@ -294,7 +291,6 @@ def _anchored_pass(
         start[i] = s
         end[i] = e
         free[r] = e
-        synced[r] = e if k == DCOLL else -1e18
     return start, end
 
 
@@ -311,6 +307,46 @@ def _static_columns(graph: Graph, *times: npt.NDArray[Any]) -> tuple[Any, ...]:
     )
     out: tuple[Any, ...] = _cached(graph, "views", lambda: tuple(_view(c) for c in cols))
     return out
+
+
+def absorbing(graph: Graph) -> npt.NDArray[np.bool_]:
+    """Per node, whether its ``pre`` wait may overlap the node before it on its stream: that
+    node is a device collective and this one is not a collective of another process group.
+
+    Ranks queued behind a collective leave it together, so the members of that collective's
+    group arrive together at the next one on the stream, and a wait measured there is short.
+    A collective of another group (HSDP's cross-node replicate AllReduce behind the in-node
+    ReduceScatter, the next step's first AllGather behind it) meets ranks that left other
+    collectives at other times: its wait runs from its own start, once the stream is free,
+    as it was measured. Overlapping it there lost 4.0 ms of a 63.6 ms HSDP step replayed with
+    its own measured waits. Collectives whose group is unknown count as one group."""
+
+    def make() -> npt.NDArray[np.bool_]:
+        n = len(graph)
+        out = np.zeros(n, dtype=np.bool_)
+        if n == 0:
+            return out
+        order = np.asarray(graph.order, dtype=np.int64)
+        by_res = order[np.argsort(graph.res[order], kind="stable")]  # pass order per stream
+        same = graph.res[by_res[1:]] == graph.res[by_res[:-1]]
+        prev = np.full(n, -1, dtype=np.int64)
+        prev[by_res[1:][same]] = by_res[:-1][same]
+        group = np.full(n, -1, dtype=np.int64)
+        c = graph.collectives
+        if len(c):
+            pgs = c["pg"].astype(str).tolist() if "pg" in c else [""] * len(c)
+            codes = {name: k for k, name in enumerate(dict.fromkeys(pgs))}
+            group[np.asarray(c["node"], dtype=np.int64)] = [codes[x] for x in pgs]
+        has = prev >= 0
+        behind = np.zeros(n, dtype=np.bool_)
+        behind[has] = graph.kind[prev[has]] == DCOLL
+        other = np.zeros(n, dtype=np.bool_)
+        other[has] = (group[has] >= 0) & (group[has] != group[prev[has]])
+        out[:] = behind & ~other
+        return out
+
+    got: npt.NDArray[np.bool_] = _cached(graph, "absorb", make)
+    return got
 
 
 def _view(values: npt.NDArray[Any]) -> memoryview:

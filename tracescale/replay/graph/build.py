@@ -103,7 +103,7 @@ class Graph:
     step_first: I64  # per step: host node starting at the step's host start
     step_last: I64  # per step: host node ending at the step's host end
     step_numbers: I64
-    collectives: Table  # collective, seq, algo, group_size, bytes, node
+    collectives: Table  # node, row, bytes, algo, name_type, pg (its process group instance)
     #: per node: index into ``CATEGORIES`` of the attribution category it runs in, -1 none
     #: (``graph_categories``); what-if scenarios rescale nodes by it
     category: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
@@ -122,6 +122,14 @@ class Graph:
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
+
+
+def _process_groups(coll: Any, rows: npt.NDArray[np.int64]) -> list[str]:
+    """Each collective node's process group instance (classify's ``pg``; '' where unknown)."""
+    if len(rows) == 0 or coll is None or "pg" not in coll:
+        return [""] * len(rows)
+    pgs = ["" if v is None else str(v) for v in np.asarray(coll["pg"], dtype=object).tolist()]
+    return [pgs[r] if 0 <= r < len(pgs) else "" for r in rows.tolist()]
 
 
 def build_graph(
@@ -253,7 +261,11 @@ def build_graph(
     graph = _freeze(
         trace, c, tuple(groups.ids), win, step_first, step_last, launched, n_real, graph_node
     )
-    return dataclasses.replace(graph, category=category, inferred_waits=inferred, et_pairs=pairs)
+    rows = np.asarray(graph.collectives["row"], dtype=np.int64)
+    colls = graph.collectives.assign(pg=_process_groups(coll, rows))
+    return dataclasses.replace(
+        graph, category=category, inferred_waits=inferred, et_pairs=pairs, collectives=colls
+    )
 
 
 def _host_columns(
