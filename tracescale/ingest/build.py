@@ -359,7 +359,7 @@ def _meta(
         raw = (e.pid, e.tid)
         got = ids.get(raw)
         if got is None:
-            got = ids[raw] = _int_or_label([e.pid, e.tid], labels)
+            got = ids[raw] = _int_or_label(list(raw), labels)
         if name == "thread_name" and e.args.name:
             thread_names[(got[0], got[1])] = e.args.name
         elif name == "process_labels" and e.args.labels:

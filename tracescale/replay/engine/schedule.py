@@ -323,9 +323,6 @@ def absorbing(graph: Graph) -> npt.NDArray[np.bool_]:
 
     def make() -> npt.NDArray[np.bool_]:
         n = len(graph)
-        out = np.zeros(n, dtype=np.bool_)
-        if n == 0:
-            return out
         order = np.asarray(graph.order, dtype=np.int64)
         by_res = order[np.argsort(graph.res[order], kind="stable")]  # pass order per stream
         same = graph.res[by_res[1:]] == graph.res[by_res[:-1]]
@@ -342,7 +339,7 @@ def absorbing(graph: Graph) -> npt.NDArray[np.bool_]:
         behind[has] = graph.kind[prev[has]] == DCOLL
         other = np.zeros(n, dtype=np.bool_)
         other[has] = (group[has] >= 0) & (group[has] != group[prev[has]])
-        out[:] = behind & ~other
+        out: npt.NDArray[np.bool_] = behind & ~other
         return out
 
     got: npt.NDArray[np.bool_] = _cached(graph, "absorb", make)
