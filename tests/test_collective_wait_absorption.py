@@ -11,10 +11,13 @@ a 63.6 ms step (the replay of the measured waits) and the projection fell short 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from tests.replay_capture import analyze_keeping_replay
+from tracescale.replay.arrivals.slowest_rank import first_key
 from tracescale.replay.engine.schedule import absorbing, replay
 from tracescale.replay.graph.build import DCOLL
 from tracescale.simulate import pattern_params, simulate
@@ -66,3 +69,37 @@ def test_only_a_collective_of_the_same_group_absorbs(hsdp: tuple) -> None:
         assert flags[i] == (pg[p] == pg[i]), (i, pg[p], pg[i])
         seen[bool(flags[i])] += 1
     assert seen[True] and seen[False]  # both cases occur in an HSDP step
+
+
+def test_first_allgather_waits_for_its_node_and_the_allreduce_for_the_rest(hsdp: tuple) -> None:
+    """At 16 ranks on two nodes: the in-node AllGather draws the slowest of its 8 ranks; the
+    replicate AllReduces carry the slowest of 16 less that, on top of the step's lateness."""
+    _, study = hsdp
+    n = 16
+    study.split_durations(n)
+    hs, ds = study._work_scales(n)
+    power = study.delays.work_power if study.delays is not None else 1.0
+    hs = hs**power
+    first = study._memo[first_key(hs, ds)]
+    assert first == 0
+    eight = study._wait_terms(0, 8, 8, hs, ds)
+    assert study._wait_terms(0, n, 8, hs, ds) == eight
+    sixteen = study._wait_terms(0, n, n, hs, ds)
+    assert sixteen[1] > eight[1]
+    c = study.base.coll
+    anchor, late = study._memo[("late", n, False, False, 0, 0)]
+    kind = c["collective"].astype(str).to_numpy()
+    joins = c["joins"].to_numpy()
+    nodes = c["node"].to_numpy()
+    position = c["position"].to_numpy()
+    assert set(joins[kind == "allreduce"].tolist()) == {1.0}
+    assert set(joins[kind == "allgather"].tolist()) == {1.0 / 8}
+    step = study.base.graph.step
+    firsts = {int(step[v]): float(late[v]) for v in nodes[position == 0]}
+    replicate = nodes[(kind == "allreduce") & (position > 0)]
+    assert len(replicate)
+    for v in replicate.tolist():
+        want = firsts[int(step[v])] + (sixteen[1] - eight[1])
+        assert late[v] == pytest.approx(want, abs=1e-12)
+        assert anchor[v] >= 0
+    assert math.isfinite(float(study.step_time(32)))

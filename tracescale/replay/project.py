@@ -245,6 +245,7 @@ class ReplayStudy(SlowestRankWaits):
             new = np.empty(len(c))
             waits = np.zeros(len(c))
             host = np.zeros(len(c))
+            sizes = np.ones(len(c))  # each group's size at n
             p2p_law = self.p2p or CONSTANT
             bubble = self._bubble_ratio() if infinite else None
             r = p2p_law.ratio(1e12 if infinite else n, ref, alt)  # every p2p row's
@@ -267,7 +268,7 @@ class ReplayStudy(SlowestRankWaits):
                 if int(group) > 1 and position in base.offsets:
                     # the other reading: the whole spread is jitter of the device work
                     hs = dev_scale if alt else host_scale**power
-                    size = self.comm.group_at(group, pg, ref, n)
+                    size = sizes[i] = self.comm.group_at(group, pg, ref, n)
                     terms = self._wait_terms(position, n, size, hs, dev_scale)
                     late = terms[tail_alt + 1]
                     # a pipeline's rank replayed at a typical delay still arrives as late as
@@ -290,7 +291,14 @@ class ReplayStudy(SlowestRankWaits):
                 hs = dev_scale if alt else host_scale**power
                 first = self._memo.get(first_key(hs, dev_scale))
                 eligible = ~np.asarray(cols["p2p"], dtype=np.bool_) & (cols["group"] > 1)
-                carried = late_waits(g, nodes, cols["position"], host, first, eligible)
+                joined = self._join_lateness(n, sizes, hs, dev_scale, tail_alt + 1)
+                carried = late_waits(g, nodes, cols["position"], host, first, eligible, joined)
+                # the slowest of the joined groups is waited for once in a step that joins
+                if joined.any():
+                    at = g.step[nodes]
+                    per_step = np.zeros(int(at.max()) + 1)
+                    np.maximum.at(per_step, np.clip(at, 0, None), joined)
+                    var_total += float(per_step.sum())
         steps = max(int(np.isfinite(base.measured).sum()), 1)
         return scaled, pre, var_total / steps, carried
 

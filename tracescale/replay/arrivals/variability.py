@@ -28,6 +28,7 @@ from tracescale.classify.result import RunBreakdown
 from tracescale.groups import cumcount, group_codes, group_mean
 from tracescale.replay.arrivals.accumulation import accumulated, accumulated_rows
 from tracescale.replay.arrivals.chains import chain_model, slack_counts
+from tracescale.replay.arrivals.joined import joined_share, released_apart
 from tracescale.replay.arrivals.order_stats import expected_max_of, split_systematic
 from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
 from tracescale.table import Table, table_of, text
@@ -140,6 +141,9 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
     codes = group_codes(p2p[order], ranks[order], c.col("step")[order])[0]
     position[order] = cumcount(codes) + np.where(p2p[order], P2P_POSITIONS, 0)
     c["position"] = position
+    end = arrival - c.col("start") + c.col("end")  # on the reference rank's clock
+    carried = released_apart(c, instance, len(uniq[0]), end)
+    c["joins"] = joined_share(c, instance, len(uniq[0]))
     # each rank's own delay per step, less the step's mean over ranks
     st = table_of(run, "steps")
     own = st.col("dataloader") - st.col("caused_dataloader") + st.col("host")
@@ -149,7 +153,11 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
     d_rank, d_step, d_own, _ = accumulated(d_rank, d_step, d_own, ranks, c.col("step"))
     s_codes, (s_ids,) = group_codes(d_step)
     d_own = d_own - group_mean(s_codes, d_own, len(s_ids))[s_codes]
-    c["delay"] = _lookup(d_rank, d_step, d_own, ranks, c.col("step"))
+    delay = _lookup(d_rank, d_step, d_own, ranks, c.col("step"))
+    # less its instance's mean, as the offset is: an in-node group's mean delay is not the
+    # world's, and the mismatch read HSDP's first AllGather as following 0.90-0.93 of a rank's
+    # delay (1.00 within one node), shrinking the slowest rank's drawn delay by as much
+    c["delay"] = delay - group_mean(instance, delay, len(uniq[0]))[instance]
     mine = accumulated_rows(own_delays(run), c)[0]
     c["own_delay"] = _lookup(
         mine.col("rank"), mine.col("step"), mine.col("delay"), ranks, c.col("step")
@@ -167,6 +175,12 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
         _, inv = np.unique(r, return_inverse=True)
         systematic = mu[inv] if np.any(mu) else np.zeros(len(o))
         rand = o - systematic
+        if chain is None:  # the members' last syncs' different ends are no jitter of theirs
+            a = carried[idx]
+            a = a - np.bincount(inv, weights=a)[inv] / np.bincount(inv)[inv] if np.any(mu) else a
+            aa = float(np.dot(a, a))
+            gamma = min(max(float(np.dot(a, rand)) / aa, 0.0), 1.0) if aa > 0 else 0.0
+            rand = rand - gamma * a
         if chain is not None and not p2p[idx[0]]:  # a pipeline's chains (``chains``)
             slack, modelled = chain
             host = modelled[idx]

@@ -15,7 +15,9 @@ from tracescale.replay.graph.build import Graph
 from tracescale.table import Table, text
 
 #: Columns taken from the run's arrival offsets, in this order.
-_PARTS = ("transfer", "wait", "offset", "position", "systematic", "host", "rest", "own_delay")
+_PARTS = (
+    "transfer", "wait", "offset", "position", "systematic", "host", "rest", "own_delay", "joins",
+)  # fmt: skip
 _KEY = ("pg", "collective", "seq")
 
 
@@ -41,6 +43,9 @@ def replay_collectives(gc: Table, own: Table, mine: Table, graph: Graph) -> Tabl
     for col in ("transfer", "wait", "offset", "systematic", "host", "rest", "own_delay"):
         if col not in coll:
             coll[col] = np.full(len(coll), np.nan)
+    if "joins" not in coll:  # unread: a group other than the first's joins all of its own
+        coll["joins"] = np.ones(len(coll))
+    coll["joins"] = np.where(np.isnan(coll.col("joins").astype(np.float64)), 1.0, coll.col("joins"))
     if "position" not in coll:
         coll["position"] = np.full(len(coll), -1, dtype=np.int64)
     node = coll.col("node").astype(np.int64)

@@ -32,7 +32,13 @@ BOOL = npt.NDArray[np.bool_]
 
 
 def late_waits(
-    graph: Graph, nodes: I64, positions: I64, host: F64, first: int | None, eligible: BOOL
+    graph: Graph,
+    nodes: I64,
+    positions: I64,
+    host: F64,
+    first: int | None,
+    eligible: BOOL,
+    joined: F64 | None = None,
 ) -> tuple[I64, F64]:
     """Per graph node, the step's first-reached collective it is anchored to (-1: none) and
     the step's host-delay lateness (seconds): at the first-reached node itself, and carried
@@ -43,7 +49,9 @@ def late_waits(
     rank's systematic offset, is measured at every position and waited for there);
     ``first``: the position where a step's host delay is waited for (None: none is);
     ``eligible``: collectives that wait for a slowest rank (not the pipeline's
-    point-to-point transfers, not groups of one)."""
+    point-to-point transfers, not groups of one); ``joined``: per collective, how much later
+    still the slowest of the groups joined by then arrives (``arrivals.slowest_rank``), added
+    to the lateness carried to it."""
     anchor = np.full(len(graph), -1, dtype=np.int64)
     late = np.zeros(len(graph))
     if first is None or not len(nodes):
@@ -58,7 +66,7 @@ def late_waits(
     later &= per_step[np.clip(step, 0, None)] >= 0
     row = per_step[step[later]]
     anchor[nodes[later]] = nodes[row]
-    late[nodes[later]] = host[row]
+    late[nodes[later]] = host[row] + (joined[later] if joined is not None else 0.0)
     late[nodes[is_first]] = host[is_first]
     return anchor, late
 
