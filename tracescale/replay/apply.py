@@ -298,8 +298,11 @@ def apply_replay(
             "host ops, runtime calls and launch latencies keep their measured time",
             "kernels and host gaps follow their group's law (a, b/N or a+b/N) fitted across N",
             "collective transfers scale by the alpha-beta model of their type, algorithm and "
-            "tier; each collective starts when the slowest of N ranks arrives (E[max] over N "
-            "ranks of systematic offset, host delay and device jitter)",
+            "tier; each collective starts when the slowest rank it waits for arrives (E[max] of "
+            "systematic offset, host delay and device jitter): the step's first collective "
+            "waits for the slowest of its group, a later collective of another group for the "
+            "slowest of the groups it joins (at most N ranks), the others for their members' "
+            "device jitter",
             delay_assumption(study.delays),
             *resampled_notes(int(r.kept.sum()) for r in study.runs),
             *(
