@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tracescale import compiled as compiled_loops
 from tracescale.classify.rank import classify_rank
 from tracescale.classify.rules import load_rules
 from tracescale.ingest import load_trace
 from tracescale.ingest.steps import find_steps
-from tracescale.replay.engine import compiled as compiled_loops
 from tracescale.replay.engine import schedule as engine
 from tracescale.replay.graph import host as graph_host
 from tracescale.replay.graph.build import build_graph

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.engine.compiled import Compiled
+from tracescale.compiled import Compiled
 from tracescale.replay.graph.build import DCOLL, DEV, SYNC, Graph
 
 F64 = npt.NDArray[np.float64]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tracescale.replay.engine.compiled import Compiled
+from tracescale.compiled import Compiled
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]

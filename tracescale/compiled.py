@@ -1,4 +1,5 @@
-"""Sequential replay loops -> their numba-compiled versions, loaded only where they pay off.
+"""Sequential loops (the replay's passes, the compensated group sums) -> their numba-compiled
+versions, loaded only where they pay off.
 
 Why lazily and by size: importing numba and loading its cached machine code costs about half a
 second, more than the plain Python loops take on the graphs of small studies (every shipped
@@ -29,11 +30,16 @@ LOADED_MIN_ELEMENTS = 20_000
 class Compiled:
     """``fn`` compiled once the elements it was called on add up to ``MIN_ELEMENTS``."""
 
-    def __init__(self, fn: Callable[..., None], weight: float = 1.0) -> None:
+    def __init__(
+        self, fn: Callable[..., None], weight: float = 1.0, imports_numba: bool = True
+    ) -> None:
         """``weight``: how much a call's element costs in the plain loop, against a node of the
-        replay pass (a lighter loop needs more elements before compiling pays)."""
+        replay pass (a lighter loop needs more elements before compiling pays);
+        ``imports_numba``: False for a loop whose plain version is fast enough that it is
+        compiled only where numba is already loaded, never importing it itself."""
         self.fn = fn
         self.weight = weight
+        self.imports_numba = imports_numba
         self._done = False
         self._jit: Callable[..., None] | None = None
         self._seen = 0.0
@@ -45,7 +51,7 @@ class Compiled:
     def get(self, size: int) -> Callable[..., Any] | None:
         """The compiled loop for a call on ``size`` elements, or None for the plain one."""
         self._seen += size * self.weight
-        if self._seen >= MIN_ELEMENTS:
+        if self._seen >= MIN_ELEMENTS and self.imports_numba:
             return self._load()
         if self._seen >= LOADED_MIN_ELEMENTS and numba_loaded():
             return self._load()
