@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracescale.groups import group_codes
-from tracescale.replay.arrivals.joined import joined_share, released_apart
+from tracescale.replay.arrivals.joined import first_of_step, joined_share, released_apart
 from tracescale.replay.arrivals.slowest_rank import _steps_apart
 from tracescale.table import Table
 
@@ -40,14 +40,14 @@ def _two_nodes() -> tuple[Table, np.ndarray, int, np.ndarray]:
 
 def test_released_apart_is_each_members_first_collective_end_less_its_groups_mean() -> None:
     c, instance, count, end = _two_nodes()
-    got = released_apart(c, instance, count, end)
+    got = released_apart(first_of_step(c), instance, count, end)
     # in-node: both members left together; replicate: node A's left 2 s before the mean
     assert got.tolist() == [0.0, 0.0, 0.0, 0.0, -2.0, 2.0, -2.0, 2.0]
 
 
 def test_joined_share_counts_the_first_collectives_each_group_spans() -> None:
     c, instance, count, _ = _two_nodes()
-    got = joined_share(c, instance, count)
+    got = joined_share(first_of_step(c), instance, count)
     assert got.tolist() == [0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0]
 
 

@@ -117,7 +117,8 @@ class SlowestRankWaits:
         k0 = max(1, min(n, round(float(sizes[at_first[0]]))))
         if k0 >= n:
             return out
-        pg0 = cols["rows"][at_first[0]][4]
+        pgs = cols["pg"]
+        pg0 = pgs[at_first[0]]
         joins = cols["joins"] if cols["joins"] is not None else np.ones(len(sizes))
         base = self._wait_terms(first, k0, k0, hs, dev_scale)[end]
         p2p = np.asarray(cols["p2p"], dtype=np.bool_)
@@ -126,12 +127,12 @@ class SlowestRankWaits:
         later = later[np.lexsort((positions[later], step[later]))]
         # per step: under gradient accumulation a step without the replicate AllReduce holds
         # only in-node collectives past its first, at positions another step's AllReduce has
-        apart = _steps_apart(step, [r[4] for r in cols["rows"]], later)
+        apart = _steps_apart(step, pgs, later)
         for rows in np.split(later, np.flatnonzero(np.diff(step[later])) + 1):
             factors: dict[str, float] = {}
             drift = 1.0
             for i in rows.tolist():
-                pg = cols["rows"][i][4]
+                pg = pgs[i]
                 if pg != pg0 and sizes[i] > 1:
                     f = max(1.0, joins[i] * float(sizes[i]))
                     factors[pg] = max(factors.get(pg, 1.0), f)
@@ -204,6 +205,7 @@ class SlowestRankWaits:
             got = {
                 "node": c["node"].to_numpy(),
                 "p2p": p2p_rows(c).tolist(),
+                "pg": pg,
                 "rows": list(fields),
                 "position": c["position"].to_numpy().astype(np.int64),
                 "group": c["group"].to_numpy().astype(np.float64),

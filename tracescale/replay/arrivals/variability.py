@@ -28,7 +28,7 @@ from tracescale.classify.result import RunBreakdown
 from tracescale.groups import cumcount, group_codes, group_mean
 from tracescale.replay.arrivals.accumulation import accumulated, accumulated_rows
 from tracescale.replay.arrivals.chains import chain_model, slack_counts
-from tracescale.replay.arrivals.joined import joined_share, released_apart
+from tracescale.replay.arrivals.joined import first_of_step, joined_share, released_apart
 from tracescale.replay.arrivals.order_stats import expected_max_of, split_systematic
 from tracescale.replay.uncertainty.delays import DelayModel, expected_max_sum
 from tracescale.table import Table, table_of, text
@@ -142,8 +142,9 @@ def arrival_offsets(run: RunBreakdown, rank: int) -> tuple[Table, dict[int, Offs
     position[order] = cumcount(codes) + np.where(p2p[order], P2P_POSITIONS, 0)
     c["position"] = position
     end = arrival - c.col("start") + c.col("end")  # on the reference rank's clock
-    carried = released_apart(c, instance, len(uniq[0]), end)
-    c["joins"] = joined_share(c, instance, len(uniq[0]))
+    at = first_of_step(c)
+    carried = released_apart(at, instance, len(uniq[0]), end)
+    c["joins"] = joined_share(at, instance, len(uniq[0]))
     # each rank's own delay per step, less the step's mean over ranks
     st = table_of(run, "steps")
     own = st.col("dataloader") - st.col("caused_dataloader") + st.col("host")

@@ -40,11 +40,10 @@ def replay_collectives(gc: Table, own: Table, mine: Table, graph: Graph) -> Tabl
     )
     if len(coll) and len(mine):
         coll = _left_join(coll, mine, [p for p in _PARTS if p in mine])
-    for col in ("transfer", "wait", "offset", "systematic", "host", "rest", "own_delay"):
+    for col in ("transfer", "wait", "offset", "systematic", "host", "rest", "own_delay", "joins"):
         if col not in coll:
             coll[col] = np.full(len(coll), np.nan)
-    if "joins" not in coll:  # unread: a group other than the first's joins all of its own
-        coll["joins"] = np.ones(len(coll))
+    # unread: a group other than the first's joins as many groups as it has members
     coll["joins"] = np.where(np.isnan(coll.col("joins").astype(np.float64)), 1.0, coll.col("joins"))
     if "position" not in coll:
         coll["position"] = np.full(len(coll), -1, dtype=np.int64)
